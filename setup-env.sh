@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs everything rsp needs to build, run and test on Debian/Ubuntu.
+# Idempotent: running it twice is harmless. Works as root or through sudo.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential        # gcc, make
+  pkg-config             # finds LuaJIT's flags
+  libluajit-5.1-dev      # the config language
+  luajit                 # the interpreter, handy for trying configs
+  python3                # functional tests and the demo backend
+  python3-pytest         # functional tests (PyPI is not reachable: Debian's pytest)
+  python3-pytest-timeout # no test can hang the suite
+  apache2-utils          # ab, for load in tests and benchmarks
+  curl                   # quick manual checks
+  nginx                  # a real web server the tests put rsp in front of
+  procps                 # ps, pgrep
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "setup-env.sh: run as root or install sudo" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup-env.sh: every package is already installed"
+else
+  echo "setup-env.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -q || { echo "setup-env.sh: apt-get update failed" >&2; exit 1; }
+  # Don't let the nginx package start a system service we never asked for.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${SUDO[@]}" chmod +x /usr/sbin/policy-rc.d
+    remove_policy=1
+  fi
+  status=0
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" || status=$?
+  if [ "${remove_policy:-0}" = 1 ]; then "${SUDO[@]}" rm -f /usr/sbin/policy-rc.d; fi
+  if [ "$status" -ne 0 ]; then
+    echo "setup-env.sh: apt-get install failed (status $status)" >&2
+    exit 1
+  fi
+fi
+
+# Check that what we need really works, so a broken install fails here and
+# not halfway through the tests.
+pkg-config --exists luajit || { echo "setup-env.sh: pkg-config cannot find luajit" >&2; exit 1; }
+/usr/bin/python3 -c 'import pytest' || { echo "setup-env.sh: python3-pytest is not importable" >&2; exit 1; }
+command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || { echo "setup-env.sh: nginx is missing" >&2; exit 1; }
+echo "setup-env.sh: ready"
