@@ -25,6 +25,13 @@ int reactor_add(struct epoll_event_handler *handler, uint32_t events)
     return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, handler->fd, &event);
 }
 
+int reactor_modify(struct epoll_event_handler *handler, uint32_t events)
+{
+    struct epoll_event event = { .events = events, .data.ptr = handler };
+
+    return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, handler->fd, &event);
+}
+
 int reactor_remove(struct epoll_event_handler *handler)
 {
     return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, handler->fd, NULL);

@@ -21,6 +21,9 @@ int reactor_init(void);
  * stay valid until reactor_remove. Returns 0, or -1 with errno set. */
 int reactor_add(struct epoll_event_handler *handler, uint32_t events);
 
+/* Changes the events watched for handler->fd. Returns 0, or -1. */
+int reactor_modify(struct epoll_event_handler *handler, uint32_t events);
+
 /* Stops watching handler->fd. Call it before closing the fd: a closed fd
  * number is reused at once by the next socket we open. */
 int reactor_remove(struct epoll_event_handler *handler);

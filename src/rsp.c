@@ -1,4 +1,5 @@
-/* rsp.c -- stage 03: the epoll proxy, configured by a Lua script.
+/* rsp.c -- stage 04: the epoll proxy, configured by a Lua script, with
+ * buffered writes and backpressure so that no byte is lost.
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
