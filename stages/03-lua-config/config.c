@@ -28,6 +28,15 @@ static void config_error(const char *path, const char *message)
         fprintf(stderr, "rsp: %s: %s\n", path, message);
 }
 
+/* Pushes the value of global `name`. Raw access: a script that put a
+ * metatable on _G must not get to run code (and raise errors) here, outside
+ * a protected call, where an error would abort the whole process. */
+static void get_global(lua_State *L, const char *name)
+{
+    lua_pushstring(L, name);
+    lua_rawget(L, LUA_GLOBALSINDEX);
+}
+
 /* Reads global `name` as a port number: a whole number, or a string of
  * digits, from 1 to 65535. Writes it as text to out. Returns 0 or -1. */
 static int read_port(lua_State *L, const char *path, const char *name, char out[6])
@@ -35,7 +44,7 @@ static int read_port(lua_State *L, const char *path, const char *name, char out[
     char message[200];
     int ok = 0;
 
-    lua_getglobal(L, name);
+    get_global(L, name);
     if (lua_type(L, -1) == LUA_TNUMBER) {
         lua_Number value = lua_tonumber(L, -1);
         if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
@@ -47,8 +56,9 @@ static int read_port(lua_State *L, const char *path, const char *name, char out[
         }
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         const char *text = lua_tostring(L, -1);
-        if (net_parse_port(text) != -1) {
-            snprintf(out, 6, "%s", text);
+        int port = net_parse_port(text);
+        if (port != -1) {
+            snprintf(out, 6, "%d", port); /* "08000" is written 8000 */
             ok = 1;
         } else {
             snprintf(message, sizeof message,
@@ -73,8 +83,9 @@ static int read_string(lua_State *L, const char *path, const char *name, char **
     char message[200];
     int ok = 0;
 
-    lua_getglobal(L, name);
-    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0) {
+    get_global(L, name);
+    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
+        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
         *out = strdup(lua_tostring(L, -1));
         if (*out == NULL)
             snprintf(message, sizeof message, "out of memory reading setting '%s'", name);
@@ -82,8 +93,10 @@ static int read_string(lua_State *L, const char *path, const char *name, char **
             ok = 1;
     } else if (lua_isnil(L, -1)) {
         snprintf(message, sizeof message, "setting '%s' is missing", name);
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
+    } else if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) == 0) {
         snprintf(message, sizeof message, "setting '%s' must not be empty", name);
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+        snprintf(message, sizeof message, "setting '%s' must not contain a zero byte", name);
     } else {
         snprintf(message, sizeof message, "setting '%s' must be a string, not a %s",
                  name, luaL_typename(L, -1));

@@ -40,6 +40,15 @@ static void config_error(const char *path, const char *format, ...)
         fprintf(stderr, "rsp: %s: %s\n", path, message);
 }
 
+/* Pushes the value of global `name`. Raw access: a script that put a
+ * metatable on _G must not get to run code (and raise errors) here, outside
+ * a protected call, where an error would abort the whole process. */
+static void get_global(lua_State *L, const char *name)
+{
+    lua_pushstring(L, name);
+    lua_rawget(L, LUA_GLOBALSINDEX);
+}
+
 /* Splits "HOST:PORT" or "[IPV6]:PORT" into host and port. Returns 0, or -1
  * if text does not have that shape (the port is checked separately). */
 static int split_host_port(const char *text, char *host, size_t host_size, const char **port)
@@ -75,7 +84,7 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
     const char *port = NULL;
     int rc = -1;
 
-    lua_getglobal(L, "listen");
+    get_global(L, "listen");
     if (lua_type(L, -1) == LUA_TNUMBER) {
         lua_Number value = lua_tonumber(L, -1);
         if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
@@ -86,8 +95,10 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
         }
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         const char *text = lua_tostring(L, -1);
-        if (net_parse_port(text) != -1) {
-            snprintf(config->listen_port, sizeof config->listen_port, "%s", text);
+        if (strlen(text) != lua_objlen(L, -1)) {
+            config_error(path, "setting 'listen' must not contain a zero byte");
+        } else if (net_parse_port(text) != -1) {
+            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(text));
             rc = 0;
         } else if (split_host_port(text, host, sizeof host, &port) == -1) {
             config_error(path, "setting 'listen' must be a port or \"ADDRESS:PORT\", not \"%.100s\"", text);
@@ -96,11 +107,11 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
         } else if ((config->listen_host = strdup(host)) == NULL) {
             config_error(path, "out of memory");
         } else {
-            snprintf(config->listen_port, sizeof config->listen_port, "%s", port);
+            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(port));
             rc = 0;
         }
     } else if (lua_isnil(L, -1)) {
-        lua_getglobal(L, "listenPort");
+        get_global(L, "listenPort");
         if (!lua_isnil(L, -1))
             config_error(path, "setting 'listen' is missing (listenPort, backendAddress and "
                                "backendPort became 'listen' and 'backends' in stage 05)");
@@ -119,7 +130,7 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
 static int read_backend(const char *path, int index, const char *text, struct backend *b)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-    char host[256];
+    char host[256], port_text[6];
     const char *port;
     int rc;
 
@@ -133,7 +144,8 @@ static int read_backend(const char *path, int index, const char *text, struct ba
                      index, text);
         return -1;
     }
-    rc = getaddrinfo(host, port, &hints, &b->addresses);
+    snprintf(port_text, sizeof port_text, "%d", net_parse_port(port));
+    rc = getaddrinfo(host, port_text, &hints, &b->addresses);
     if (rc != 0) {
         b->addresses = NULL;
         config_error(path, "setting 'backends', entry %d: cannot resolve \"%s\": %s", index, host,
@@ -154,7 +166,7 @@ static int read_backends(lua_State *L, const char *path, struct pool *pool)
     int rc = -1;
     size_t count;
 
-    lua_getglobal(L, "backends");
+    get_global(L, "backends");
     if (lua_type(L, -1) != LUA_TTABLE) {
         if (lua_isnil(L, -1))
             config_error(path, "setting 'backends' is missing");
@@ -190,6 +202,11 @@ static int read_backends(lua_State *L, const char *path, struct pool *pool)
             goto out;
         }
         text = lua_tostring(L, -1);
+        if (strlen(text) != lua_objlen(L, -1)) {
+            config_error(path, "setting 'backends', entry %d must not contain a zero byte", index);
+            lua_pop(L, 1);
+            goto out;
+        }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(pool->backends[j].name, text) == 0) {
                 config_error(path, "setting 'backends', entry %d: \"%.100s\" is listed twice", index, text);
@@ -215,7 +232,7 @@ static int read_balance(lua_State *L, const char *path, struct pool *pool)
 {
     int rc = 0;
 
-    lua_getglobal(L, "balance");
+    get_global(L, "balance");
     pool->balance = BALANCE_ROUND_ROBIN;
     if (lua_type(L, -1) == LUA_TSTRING) {
         const char *text = lua_tostring(L, -1);
@@ -239,7 +256,7 @@ static int read_down_time(lua_State *L, const char *path, struct pool *pool)
 {
     int rc = 0;
 
-    lua_getglobal(L, "down_time");
+    get_global(L, "down_time");
     pool->down_time = DEFAULT_DOWN_TIME;
     if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) > 0 && lua_tonumber(L, -1) <= 86400) {
         pool->down_time = lua_tonumber(L, -1);
