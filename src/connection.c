@@ -36,14 +36,14 @@ static void write_failed(struct connection *c)
     buffer_free(&c->queue);
 }
 
-/* Writes from data; returns the bytes the kernel took (maybe 0), or -1 if
- * the socket failed. */
 void connection_fail(struct connection *c)
 {
     c->read_done = true;
     write_failed(c);
 }
 
+/* Writes from data; returns the bytes the kernel took (maybe 0), or -1 if
+ * the socket failed. */
 static ssize_t write_some(struct connection *c, const char *data, size_t len)
 {
     for (;;) {
