@@ -22,11 +22,11 @@ struct listener {
     int spare_fd;
 };
 
-/* We are out of file descriptors (EMFILE/ENFILE) and a client is waiting.
- * If we left it in the queue, level-triggered epoll would wake us for it
- * again at once, forever. So we free our spare fd, accept the client, close
- * it straight away (it sees its connection reset rather than hang) and take
- * the spare again. */
+/* We are out of file descriptors (EMFILE/ENFILE) and a client may be
+ * waiting. If we left it in the queue, level-triggered epoll would wake us
+ * for it again at once, forever. So we free our spare fd, accept the client,
+ * close it straight away (it sees its connection end at once rather than
+ * hang) and take the spare again. */
 static void accept_overflow(struct listener *listener)
 {
     int fd;
@@ -34,10 +34,11 @@ static void accept_overflow(struct listener *listener)
     if (listener->spare_fd != -1)
         close(listener->spare_fd);
     fd = accept(listener->handler.fd, NULL, NULL);
-    if (fd != -1)
+    if (fd != -1) {
         close(fd);
+        fprintf(stderr, "rsp: out of file descriptors, turned a client away\n");
+    }
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    fprintf(stderr, "rsp: out of file descriptors, turned a client away\n");
 }
 
 /* Connects a new client to the backend and hands the pair to the relay. */
