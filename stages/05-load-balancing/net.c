@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,19 +26,22 @@ int net_parse_port(const char *text)
     return (int)port;
 }
 
-int net_listen(const char *host, const char *port)
+/* Tries each address getaddrinfo gives for host:port in `family` until one
+ * binds. Returns the listening fd, or -1 with errno set. */
+static int listen_on(const char *host, const char *port, int family)
 {
     struct addrinfo hints, *addrs, *ai;
-    int fd = -1, rc, one = 1, saved_errno = 0;
+    int fd = -1, rc, one = 1, zero = 0, saved_errno = EADDRNOTAVAIL;
 
     memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;     /* IPv4 or IPv6, whichever binds */
+    hints.ai_family = family;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;     /* NULL host: every local address */
+    hints.ai_flags = AI_PASSIVE;     /* NULL host: the wildcard address */
 
     rc = getaddrinfo(host, port, &hints, &addrs);
     if (rc != 0) {
         log_msg("cannot resolve listening address %s: %s", host ? host : "*", gai_strerror(rc));
+        errno = EADDRNOTAVAIL;
         return -1;
     }
     for (ai = addrs; ai != NULL; ai = ai->ai_next) {
@@ -48,8 +52,11 @@ int net_listen(const char *host, const char *port)
             continue;
         }
         /* Let a restarted rsp bind at once, even while old connections to
-         * the port sit in TIME_WAIT. */
+         * the port sit in TIME_WAIT. On the IPv6 wildcard, accept IPv4
+         * clients too, whatever the system default says. */
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+            (ai->ai_family != AF_INET6 || host != NULL ||
+             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) == 0) &&
             bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
             listen(fd, SOMAXCONN) == 0)
             break;
@@ -57,11 +64,23 @@ int net_listen(const char *host, const char *port)
         close(fd);
         fd = -1;
     }
-    if (fd == -1) {
-        errno = saved_errno;
-        log_errno("cannot listen on %s port %s", host ? host : "every address,", port);
-    }
     freeaddrinfo(addrs);
+    errno = saved_errno;
+    return fd;
+}
+
+int net_listen(const char *host, const char *port)
+{
+    int fd = -1;
+
+    /* Every address: one IPv6 socket that takes IPv4 clients as well, or,
+     * on a machine without IPv6, an IPv4 one. */
+    if (host == NULL)
+        fd = listen_on(NULL, port, AF_INET6);
+    if (fd == -1 && (host != NULL || errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
+        fd = listen_on(host, port, AF_UNSPEC);
+    if (fd == -1)
+        log_errno("cannot listen on %s port %s", host ? host : "every address,", port);
     return fd;
 }
 
