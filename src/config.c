@@ -11,17 +11,29 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#define DEFAULT_DOWN_TIME 5.0
 
 /* Prints "rsp: PATH: MESSAGE". Lua's own messages usually begin with
  * "PATH:LINE:" already; then we print them as they are, so that the file is
  * named once. */
-static void config_error(const char *path, const char *message)
+static void config_error(const char *path, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void config_error(const char *path, const char *format, ...)
 {
+    char message[512];
     size_t path_len = strlen(path);
+    va_list args;
 
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
     if (strncmp(message, path, path_len) == 0 && message[path_len] == ':')
         fprintf(stderr, "rsp: %s\n", message);
     else
@@ -37,74 +49,223 @@ static void get_global(lua_State *L, const char *name)
     lua_rawget(L, LUA_GLOBALSINDEX);
 }
 
-/* Reads global `name` as a port number: a whole number, or a string of
- * digits, from 1 to 65535. Writes it as text to out. Returns 0 or -1. */
-static int read_port(lua_State *L, const char *path, const char *name, char out[6])
+/* Splits "HOST:PORT" or "[IPV6]:PORT" into host and port. Returns 0, or -1
+ * if text does not have that shape (the port is checked separately). */
+static int split_host_port(const char *text, char *host, size_t host_size, const char **port)
 {
-    char message[200];
-    int ok = 0;
+    const char *colon;
+    size_t host_len;
 
-    get_global(L, name);
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL || close[1] != ':')
+            return -1;
+        host_len = (size_t)(close - text - 1);
+        text++;
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (colon == NULL || memchr(text, ':', (size_t)(colon - text)) != NULL)
+            return -1; /* no port, or an IPv6 address without brackets */
+        host_len = (size_t)(colon - text);
+    }
+    if (host_len == 0 || host_len >= host_size)
+        return -1;
+    memcpy(host, text, host_len);
+    host[host_len] = '\0';
+    *port = colon + 1;
+    return 0;
+}
+
+/* listen = 8000 | "8000" | "ADDRESS:PORT" */
+static int read_listen(lua_State *L, const char *path, struct config *config)
+{
+    char host[256];
+    const char *port = NULL;
+    int rc = -1;
+
+    get_global(L, "listen");
     if (lua_type(L, -1) == LUA_TNUMBER) {
         lua_Number value = lua_tonumber(L, -1);
         if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
-            snprintf(out, 6, "%d", (int)value);
-            ok = 1;
+            snprintf(config->listen_port, sizeof config->listen_port, "%d", (int)value);
+            rc = 0;
         } else {
-            snprintf(message, sizeof message,
-                     "setting '%s' must be a port number from 1 to 65535, not %g", name, value);
+            config_error(path, "setting 'listen' must be a port from 1 to 65535, not %g", value);
         }
     } else if (lua_type(L, -1) == LUA_TSTRING) {
         const char *text = lua_tostring(L, -1);
-        int port = net_parse_port(text);
-        if (port != -1) {
-            snprintf(out, 6, "%d", port); /* "08000" is written 8000 */
-            ok = 1;
+        if (strlen(text) != lua_objlen(L, -1)) {
+            config_error(path, "setting 'listen' must not contain a zero byte");
+        } else if (net_parse_port(text) != -1) {
+            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(text));
+            rc = 0;
+        } else if (split_host_port(text, host, sizeof host, &port) == -1) {
+            config_error(path, "setting 'listen' must be a port or \"ADDRESS:PORT\", not \"%.100s\"", text);
+        } else if (net_parse_port(port) == -1) {
+            config_error(path, "setting 'listen': the port in \"%.100s\" must be from 1 to 65535", text);
+        } else if ((config->listen_host = strdup(host)) == NULL) {
+            config_error(path, "out of memory");
         } else {
-            snprintf(message, sizeof message,
-                     "setting '%s' must be a port number from 1 to 65535, not \"%.40s\"", name, text);
+            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(port));
+            rc = 0;
         }
     } else if (lua_isnil(L, -1)) {
-        snprintf(message, sizeof message, "setting '%s' is missing", name);
+        get_global(L, "listenPort");
+        if (!lua_isnil(L, -1))
+            config_error(path, "setting 'listen' is missing (listenPort, backendAddress and "
+                               "backendPort became 'listen' and 'backends' in stage 05)");
+        else
+            config_error(path, "setting 'listen' is missing");
+        lua_pop(L, 1);
     } else {
-        snprintf(message, sizeof message,
-                 "setting '%s' must be a port number (a number or a string), not a %s",
-                 name, luaL_typename(L, -1));
+        config_error(path, "setting 'listen' must be a port or \"ADDRESS:PORT\", not a %s",
+                     luaL_typename(L, -1));
     }
     lua_pop(L, 1);
-    if (!ok)
-        config_error(path, message);
-    return ok ? 0 : -1;
+    return rc;
 }
 
-/* Reads global `name` as a non-empty string into a malloc'd copy. */
-static int read_string(lua_State *L, const char *path, const char *name, char **out)
+/* Resolves entry `index` (1-based) of the backends list, "HOST:PORT". */
+static int read_backend(const char *path, int index, const char *text, struct backend *b)
 {
-    char message[200];
-    int ok = 0;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    char host[256], port_text[6];
+    const char *port;
+    int rc;
 
-    get_global(L, name);
-    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
-        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
-        *out = strdup(lua_tostring(L, -1));
-        if (*out == NULL)
-            snprintf(message, sizeof message, "out of memory reading setting '%s'", name);
+    if (split_host_port(text, host, sizeof host, &port) == -1) {
+        config_error(path, "setting 'backends', entry %d: \"%.100s\" must look like HOST:PORT "
+                           "(IPv6 as [ADDRESS]:PORT)", index, text);
+        return -1;
+    }
+    if (net_parse_port(port) == -1) {
+        config_error(path, "setting 'backends', entry %d: the port in \"%.100s\" must be from 1 to 65535",
+                     index, text);
+        return -1;
+    }
+    snprintf(port_text, sizeof port_text, "%d", net_parse_port(port));
+    rc = getaddrinfo(host, port_text, &hints, &b->addresses);
+    if (rc != 0) {
+        b->addresses = NULL;
+        config_error(path, "setting 'backends', entry %d: cannot resolve \"%s\": %s", index, host,
+                     rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        return -1;
+    }
+    b->name = strdup(text);
+    if (b->name == NULL) {
+        config_error(path, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* backends = { "HOST:PORT", ... } */
+static int read_backends(lua_State *L, const char *path, struct pool *pool)
+{
+    int rc = -1;
+    size_t count;
+
+    get_global(L, "backends");
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        if (lua_isnil(L, -1))
+            config_error(path, "setting 'backends' is missing");
         else
-            ok = 1;
-    } else if (lua_isnil(L, -1)) {
-        snprintf(message, sizeof message, "setting '%s' is missing", name);
-    } else if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) == 0) {
-        snprintf(message, sizeof message, "setting '%s' must not be empty", name);
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-        snprintf(message, sizeof message, "setting '%s' must not contain a zero byte", name);
-    } else {
-        snprintf(message, sizeof message, "setting '%s' must be a string, not a %s",
-                 name, luaL_typename(L, -1));
+            config_error(path, "setting 'backends' must be a list of \"HOST:PORT\" strings, not a %s",
+                         luaL_typename(L, -1));
+        goto out;
+    }
+    count = lua_objlen(L, -1);
+    if (count == 0) {
+        config_error(path, "setting 'backends' is empty: name at least one \"HOST:PORT\"");
+        goto out;
+    }
+    if (count > POOL_MAX_BACKENDS) {
+        config_error(path, "setting 'backends' has %zu entries; at most %d are allowed", count,
+                     POOL_MAX_BACKENDS);
+        goto out;
+    }
+    pool->backends = calloc(count, sizeof *pool->backends);
+    if (pool->backends == NULL) {
+        config_error(path, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        int index = (int)i + 1;
+        const char *text;
+
+        lua_rawgeti(L, -1, index);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            config_error(path, "setting 'backends', entry %d must be a \"HOST:PORT\" string, not a %s",
+                         index, luaL_typename(L, -1));
+            lua_pop(L, 1);
+            goto out;
+        }
+        text = lua_tostring(L, -1);
+        if (strlen(text) != lua_objlen(L, -1)) {
+            config_error(path, "setting 'backends', entry %d must not contain a zero byte", index);
+            lua_pop(L, 1);
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(pool->backends[j].name, text) == 0) {
+                config_error(path, "setting 'backends', entry %d: \"%.100s\" is listed twice", index, text);
+                lua_pop(L, 1);
+                goto out;
+            }
+        }
+        pool->count = i + 1; /* so that pool_free releases this entry too */
+        if (read_backend(path, index, text, &pool->backends[i]) == -1) {
+            lua_pop(L, 1);
+            goto out;
+        }
+        lua_pop(L, 1);
+    }
+    rc = 0;
+out:
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* balance = "round_robin" | "least_conn"; optional. */
+static int read_balance(lua_State *L, const char *path, struct pool *pool)
+{
+    int rc = 0;
+
+    get_global(L, "balance");
+    pool->balance = BALANCE_ROUND_ROBIN;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        const char *text = lua_tostring(L, -1);
+        if (strcmp(text, "least_conn") == 0) {
+            pool->balance = BALANCE_LEAST_CONN;
+        } else if (strcmp(text, "round_robin") != 0) {
+            config_error(path, "setting 'balance' must be \"round_robin\" or \"least_conn\", not \"%.100s\"", text);
+            rc = -1;
+        }
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting 'balance' must be \"round_robin\" or \"least_conn\", not a %s",
+                     luaL_typename(L, -1));
+        rc = -1;
     }
     lua_pop(L, 1);
-    if (!ok)
-        config_error(path, message);
-    return ok ? 0 : -1;
+    return rc;
+}
+
+/* down_time = seconds; optional. */
+static int read_down_time(lua_State *L, const char *path, struct pool *pool)
+{
+    int rc = 0;
+
+    get_global(L, "down_time");
+    pool->down_time = DEFAULT_DOWN_TIME;
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) > 0 && lua_tonumber(L, -1) <= 86400) {
+        pool->down_time = lua_tonumber(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting 'down_time' must be a number of seconds above 0 and at most 86400");
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
 }
 
 /* Loads and runs the script. On failure, prints Lua's message. */
@@ -115,14 +276,14 @@ static int run_script(lua_State *L, const char *path)
     /* luaL_loadfile would report a missing file too, but in Lua's words;
      * checking first lets us say exactly what the operator needs to hear. */
     if (file == NULL) {
-        fprintf(stderr, "rsp: %s: cannot open config file: %s\n", path, strerror(errno));
+        config_error(path, "cannot open config file: %s", strerror(errno));
         return -1;
     }
     fclose(file);
 
     if (luaL_loadfile(L, path) != 0 || lua_pcall(L, 0, 0, 0) != 0) {
         const char *message = lua_tostring(L, -1);
-        config_error(path, message != NULL ? message : "error object is not a string");
+        config_error(path, "%s", message != NULL ? message : "error object is not a string");
         lua_pop(L, 1);
         return -1;
     }
@@ -134,17 +295,18 @@ int config_load(const char *path, struct config *config)
     lua_State *L = luaL_newstate();
     int rc = -1;
 
+    memset(config, 0, sizeof *config);
     if (L == NULL) {
-        fprintf(stderr, "rsp: %s: cannot create a Lua state (out of memory)\n", path);
+        config_error(path, "cannot create a Lua state (out of memory)");
         return -1;
     }
     luaL_openlibs(L);
-    config->backend_address = NULL;
 
     if (run_script(L, path) == 0 &&
-        read_port(L, path, "listenPort", config->listen_port) == 0 &&
-        read_string(L, path, "backendAddress", &config->backend_address) == 0 &&
-        read_port(L, path, "backendPort", config->backend_port) == 0)
+        read_listen(L, path, config) == 0 &&
+        read_backends(L, path, &config->pool) == 0 &&
+        read_balance(L, path, &config->pool) == 0 &&
+        read_down_time(L, path, &config->pool) == 0)
         rc = 0;
 
     lua_close(L);
@@ -155,6 +317,7 @@ int config_load(const char *path, struct config *config)
 
 void config_free(struct config *config)
 {
-    free(config->backend_address);
-    config->backend_address = NULL;
+    free(config->listen_host);
+    config->listen_host = NULL;
+    pool_free(&config->pool);
 }

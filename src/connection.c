@@ -1,20 +1,30 @@
 /* connection.c -- buffered, non-blocking writes and epoll bookkeeping. */
 #include "connection.h"
 
+#include "log.h"
+
 #include <errno.h>
-#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-int connection_init(struct connection *c, int fd,
-                    void (*handle)(struct epoll_event_handler *, uint32_t), void *closure)
+void connection_init(struct connection *c, int fd, bool connecting,
+                     void (*handle)(struct epoll_event_handler *, uint32_t), void *closure)
 {
     c->handler = (struct epoll_event_handler){ fd, handle, closure };
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
+    c->connecting = connecting;
     c->paused = c->read_done = c->shutdown_pending = c->write_done = false;
-    return connection_update(c);
+}
+
+void connection_init_none(struct connection *c)
+{
+    c->handler = (struct epoll_event_handler){ -1, NULL, NULL };
+    c->queue = (struct buffer)BUFFER_INIT;
+    c->registered = 0;
+    c->connecting = c->paused = c->shutdown_pending = false;
+    c->read_done = c->write_done = true;
 }
 
 ssize_t connection_read(struct connection *c, char *buf, size_t len)
@@ -64,7 +74,7 @@ static void shutdown_now(struct connection *c)
     c->write_done = true;
     /* ENOTCONN: the peer has already gone entirely; nothing to tell it. */
     if (shutdown(c->handler.fd, SHUT_WR) == -1 && errno != ENOTCONN)
-        perror("rsp: shutdown");
+        log_errno("shutdown fd %d", c->handler.fd);
 }
 
 void connection_write(struct connection *c, const char *data, size_t len)
@@ -73,9 +83,9 @@ void connection_write(struct connection *c, const char *data, size_t len)
 
     if (c->write_done)
         return;
-    /* Only write directly when nothing is queued: otherwise these bytes
-     * would overtake the queued ones. */
-    if (connection_queued(c) == 0) {
+    /* Only write directly when nothing is queued (otherwise these bytes
+     * would overtake the queued ones) and the socket is connected. */
+    if (connection_queued(c) == 0 && !c->connecting) {
         n = write_some(c, data, len);
         if (n == -1) {
             write_failed(c);
@@ -83,8 +93,7 @@ void connection_write(struct connection *c, const char *data, size_t len)
         }
     }
     if ((size_t)n < len && buffer_append(&c->queue, data + n, len - (size_t)n) == -1) {
-        fprintf(stderr, "rsp: out of memory queueing %zu bytes; dropping the connection\n",
-                len - (size_t)n);
+        log_msg("out of memory queueing %zu bytes; dropping the connection", len - (size_t)n);
         write_failed(c);
     }
 }
@@ -119,7 +128,11 @@ int connection_update(struct connection *c)
     uint32_t wanted = 0;
     int rc;
 
-    if (!c->read_done && !c->paused)
+    if (c->handler.fd == -1)
+        return 0;
+    if (c->connecting)
+        wanted = EPOLLOUT; /* writable means the connect has finished */
+    else if (!c->read_done && !c->paused)
         wanted |= EPOLLIN;
     if (connection_queued(c) > 0)
         wanted |= EPOLLOUT;
@@ -136,7 +149,7 @@ int connection_update(struct connection *c)
     else
         rc = reactor_modify(&c->handler, wanted);
     if (rc == -1) {
-        perror("rsp: epoll_ctl");
+        log_errno("epoll_ctl fd %d", c->handler.fd);
         return -1;
     }
     c->registered = wanted;
@@ -146,10 +159,10 @@ int connection_update(struct connection *c)
 void connection_close(struct connection *c)
 {
     if (c->registered != 0 && reactor_remove(&c->handler) == -1)
-        perror("rsp: epoll_ctl(DEL)");
+        log_errno("epoll_ctl(DEL) fd %d", c->handler.fd);
     c->registered = 0;
-    if (close(c->handler.fd) == -1)
-        perror("rsp: close");
+    if (c->handler.fd != -1 && close(c->handler.fd) == -1)
+        log_errno("close fd %d", c->handler.fd);
     c->handler.fd = -1;
     buffer_free(&c->queue);
 }

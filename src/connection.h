@@ -20,17 +20,23 @@ struct connection {
     struct epoll_event_handler handler;
     struct buffer queue;     /* bytes accepted by connection_write, not yet sent */
     uint32_t registered;     /* events epoll watches for us now; 0: not in epoll */
+    bool connecting;         /* a non-blocking connect has not finished yet */
     bool paused;             /* reading stopped by backpressure */
     bool read_done;          /* no more reading: EOF, error, or nowhere to send it */
     bool shutdown_pending;   /* shut the write side once the queue is empty */
     bool write_done;         /* write side shut down, or writing failed */
 };
 
-/* Sets up c for the connected, non-blocking socket fd; events on it call
- * handle(&c->handler, events) with c->handler.closure == closure. Reading
- * starts enabled. Returns 0, or -1 (errno set) if epoll refused the fd. */
-int connection_init(struct connection *c, int fd,
-                    void (*handle)(struct epoll_event_handler *, uint32_t), void *closure);
+/* Sets up c for the non-blocking socket fd; events on it will call
+ * handle(&c->handler, events) with c->handler.closure == closure. With
+ * connecting true, the socket's connect is still under way: we wait for
+ * writability alone until the owner clears c->connecting. Otherwise reading
+ * starts enabled. Nothing is registered with epoll until connection_update. */
+void connection_init(struct connection *c, int fd, bool connecting,
+                     void (*handle)(struct epoll_event_handler *, uint32_t), void *closure);
+
+/* Sets up c as "no socket": nothing to read, nothing can be written. */
+void connection_init_none(struct connection *c);
 
 /* Reads into buf. Returns the byte count, 0 at end of file, or -1: errno
  * EAGAIN when nothing is ready, anything else when the socket failed. */
@@ -63,7 +69,8 @@ static inline size_t connection_queued(const struct connection *c)
  * Call after changing them. Returns 0, or -1 if epoll failed. */
 int connection_update(struct connection *c);
 
-/* Removes the socket from epoll, closes it and frees the queue. */
+/* Removes the socket from epoll, closes it and frees the queue. Does
+ * nothing more for a connection without a socket. */
 void connection_close(struct connection *c);
 
 #endif

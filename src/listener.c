@@ -2,13 +2,12 @@
 #define _GNU_SOURCE /* for accept4 */
 #include "listener.h"
 
-#include "net.h"
+#include "log.h"
 #include "reactor.h"
 #include "relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -16,8 +15,7 @@
 
 struct listener {
     struct epoll_event_handler handler;
-    const char *backend_host;
-    const char *backend_port;
+    struct pool *pool;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
 };
@@ -36,25 +34,11 @@ static void accept_overflow(struct listener *listener)
     fd = accept(listener->handler.fd, NULL, NULL);
     if (fd != -1) {
         close(fd);
-        fprintf(stderr, "rsp: out of file descriptors, turned a client away\n");
+        log_msg("out of file descriptors, turned a client away");
     }
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-/* Connects a new client to the backend and hands the pair to the relay. */
-static void client_arrived(struct listener *listener, int client_fd)
-{
-    int backend_fd = net_connect(listener->backend_host, listener->backend_port);
-
-    if (backend_fd == -1) {
-        close(client_fd); /* no backend: all we can do is hang up */
-        return;
-    }
-    if (relay_start(client_fd, backend_fd) == -1) {
-        close(client_fd);
-        close(backend_fd);
-    }
-}
 
 static void listener_handle(struct epoll_event_handler *self, uint32_t events)
 {
@@ -75,29 +59,29 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
                 accept_overflow(listener);
                 return;
             }
-            perror("rsp: accept4");
+            log_errno("accept4");
             return;
         }
-        client_arrived(listener, client_fd);
+        if (relay_start(client_fd, listener->pool) == -1)
+            close(client_fd);
     }
 }
 
-int listener_start(int listen_fd, const char *backend_host, const char *backend_port)
+int listener_start(int listen_fd, struct pool *pool)
 {
     struct listener *listener = malloc(sizeof *listener);
 
     if (listener == NULL) {
-        fprintf(stderr, "rsp: out of memory\n");
+        log_msg("out of memory");
         return -1;
     }
     listener->handler.fd = listen_fd;
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
-    listener->backend_host = backend_host;
-    listener->backend_port = backend_port;
+    listener->pool = pool;
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (listener->spare_fd == -1 || reactor_add(&listener->handler, EPOLLIN) == -1) {
-        perror("rsp: listener_start");
+        log_errno("listener_start");
         if (listener->spare_fd != -1)
             close(listener->spare_fd);
         free(listener);

@@ -2,10 +2,11 @@
 #ifndef RSP_LISTENER_H
 #define RSP_LISTENER_H
 
-/* Watches the non-blocking listening socket listen_fd. For every client
- * that arrives, connects to backend_host:backend_port and starts relaying
- * between the two. The strings must outlive the listener. Returns 0, or -1
- * after printing why. */
-int listener_start(int listen_fd, const char *backend_host, const char *backend_port);
+struct pool;
+
+/* Watches the non-blocking listening socket listen_fd. Every client that
+ * arrives is handed to the relay, which finds it a backend in pool. The
+ * pool must outlive the listener. Returns 0, or -1 after logging why. */
+int listener_start(int listen_fd, struct pool *pool);
 
 #endif

@@ -1,8 +1,10 @@
 /* reactor.c -- the epoll loop behind every callback in rsp. */
 #include "reactor.h"
 
+#include "log.h"
+
 #include <errno.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <sys/epoll.h>
 
 /* The one epoll instance, created by reactor_init() from main(). */
@@ -12,7 +14,7 @@ int reactor_init(void)
 {
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd == -1) {
-        perror("rsp: epoll_create1");
+        log_errno("epoll_create1");
         return -1;
     }
     return 0;
@@ -51,7 +53,7 @@ void reactor_run(void)
         if (n == -1) {
             if (errno == EINTR)
                 continue;
-            perror("rsp: epoll_wait");
+            log_errno("epoll_wait");
             return;
         }
         if (n == 1) {

@@ -2,11 +2,15 @@
 #ifndef RSP_RELAY_H
 #define RSP_RELAY_H
 
-/* Starts relaying between two connected, non-blocking sockets: whatever
- * one sends is delivered to the other, in order and complete, however slow
- * either side reads. When both directions have finished, both sockets are
- * closed and the relay frees itself. On success the relay owns both fds;
- * returns 0, or -1 (the caller still owns them). */
-int relay_start(int client_fd, int backend_fd);
+struct pool;
+
+/* Takes charge of a newly accepted, non-blocking client socket: picks a
+ * backend from pool, connects to it without blocking (trying the next
+ * backend if a connect fails), then delivers whatever either side sends to
+ * the other, in order and complete, however slow either side reads. If no
+ * backend can be reached the client gets a 502 answer. When everything is
+ * done the relay closes both sockets and frees itself. Returns 0 (the relay
+ * owns client_fd), or -1 if out of memory (the caller still owns it). */
+int relay_start(int client_fd, struct pool *pool);
 
 #endif

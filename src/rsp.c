@@ -1,9 +1,9 @@
-/* rsp.c -- stage 04: the epoll proxy, configured by a Lua script, with
- * buffered writes and backpressure so that no byte is lost.
+/* rsp.c -- stage 05: several backends, balanced, with failover.
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
 #include "listener.h"
+#include "log.h"
 #include "net.h"
 #include "reactor.h"
 
@@ -25,16 +25,19 @@ int main(int argc, char *argv[])
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
-        perror("rsp: signal");
+        log_errno("signal");
         return 1;
     }
     if (reactor_init() == -1)
         return 1;
-    listen_fd = net_listen(config.listen_port);
+    listen_fd = net_listen(config.listen_host, config.listen_port);
     if (listen_fd == -1)
         return 1;
-    if (listener_start(listen_fd, config.backend_address, config.backend_port) == -1)
+    if (listener_start(listen_fd, &config.pool) == -1)
         return 1;
+    log_msg("listening on %s port %s; %zu backend%s, %s", config.listen_host ? config.listen_host : "every address,",
+            config.listen_port, config.pool.count, config.pool.count == 1 ? "" : "s",
+            config.pool.balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");
     printf("Started. Listening on port %s.\n", config.listen_port);
     fflush(stdout);
 

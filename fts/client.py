@@ -1,0 +1,154 @@
+"""A tiny HTTP client over raw sockets, to control exactly what the proxy sees.
+
+The proxy of the early stages does not understand HTTP: it relays bytes
+until the backend closes. So every request says `Connection: close` and
+every response is read until end of file.
+"""
+
+import json
+import socket
+import struct
+import time
+
+from netutil import LOOPBACK
+
+READ_TIMEOUT = 30.0  # a guard against hanging, never a measured duration
+
+
+class Response:
+    """What came back on one connection, parsed leniently.
+
+    raw is every byte received; status is None when no complete status line
+    and header block arrived (e.g. the proxy closed without answering);
+    reset is True if the connection ended with a reset instead of a FIN."""
+
+    def __init__(self, raw, reset=False):
+        self.raw = raw
+        self.reset = reset
+        self.status = None
+        self.reason = None
+        self.headers = []
+        self.body = b""
+        head, sep, body = raw.partition(b"\r\n\r\n")
+        if not sep:
+            return
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            return
+        self.status = int(parts[1])
+        self.reason = parts[2] if len(parts) > 2 else ""
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers.append((name.strip(), value.strip()))
+        self.body = body
+
+    def header(self, name):
+        """The last value of header `name` (case-insensitive), or None."""
+        values = [v for n, v in self.headers if n.lower() == name.lower()]
+        return values[-1] if values else None
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response status={self.status} raw={len(self.raw)} bytes body={len(self.body)} bytes reset={self.reset}>"
+
+
+def connect(port, rcvbuf=None, timeout=READ_TIMEOUT):
+    """A connected TCP socket to 127.0.0.1:port.
+
+    rcvbuf sets SO_RCVBUF before connecting, so that the advertised window
+    is small from the start (a slow reader)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect((LOOPBACK, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def build_request(port, method="GET", path="/", headers=(), body=b""):
+    """Request bytes with Host and `Connection: close` (and Content-Length
+    when there is a body) added."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {LOOPBACK}:{port}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    if body or method in ("POST", "PUT"):
+        lines.append(f"Content-Length: {len(body)}")
+    lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def read_to_eof(sock, read_size=65536, read_delay=0.0, limit=None):
+    """Reads until end of file (or `limit` bytes). Returns (data, reset).
+
+    read_delay pauses between reads (a slowly reading client). A reset ends
+    the read like EOF but is reported. No EOF within the socket timeout
+    raises TimeoutError: the connection hung."""
+    chunks, total, reset = [], 0, False
+    while limit is None or total < limit:
+        want = read_size if limit is None else min(read_size, limit - total)
+        try:
+            chunk = sock.recv(want)
+        except ConnectionResetError:
+            reset = True
+            break
+        except socket.timeout:
+            raise TimeoutError(
+                f"the connection neither ended nor sent anything for {sock.gettimeout()} s "
+                f"(after {total} bytes)") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if read_delay:
+            time.sleep(read_delay)
+    return b"".join(chunks), reset
+
+
+def close_with_reset(sock):
+    """Closes `sock` so that the peer gets a RST instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def request(port, path="/", method="GET", headers=(), body=b"", rcvbuf=None,
+            half_close=False, pause_before_read=0.0, read_size=65536, read_delay=0.0,
+            timeout=READ_TIMEOUT):
+    """Sends one request to 127.0.0.1:port and reads the answer until EOF.
+
+    half_close: shutdown(SHUT_WR) right after sending the request.
+    pause_before_read: sleep this long before the first read.
+    rcvbuf, read_size, read_delay: make the client a slow reader."""
+    with connect(port, rcvbuf=rcvbuf, timeout=timeout) as sock:
+        sock.sendall(build_request(port, method, path, headers, body))
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        if pause_before_read:
+            time.sleep(pause_before_read)
+        raw, reset = read_to_eof(sock, read_size=read_size, read_delay=read_delay)
+    return Response(raw, reset)
+
+
+def get(port, path="/", **options):
+    return request(port, path, **options)
+
+
+def read_some_then_close(port, path, nbytes, rst=False):
+    """GETs `path`, reads `nbytes` bytes of the answer (fewer if it ends
+    first), then closes mid-response; with rst, the close sends a RST.
+    Returns how many bytes were read."""
+    sock = connect(port)
+    try:
+        sock.sendall(build_request(port, "GET", path))
+        data, _ = read_to_eof(sock, limit=nbytes)
+    finally:
+        if rst:
+            close_with_reset(sock)
+        else:
+            sock.close()
+    return len(data)

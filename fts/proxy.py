@@ -1,0 +1,199 @@
+"""Starting the proxy under test, and checking it at teardown.
+
+Everything the suite knows about how each stage is started and configured
+is in proxy_arguments(): a stage with a new command line or config format
+changes that function only.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+from netutil import LOOPBACK, wait_until_listening
+
+STARTED_MESSAGE = "Started. Listening on port {port}."
+READY_TIMEOUT = 10.0
+FD_SETTLE_TIMEOUT = 5.0
+STOP_TIMEOUT = 5.0
+
+CRASH_SIGNS = (
+    "AddressSanitizer",
+    "LeakSanitizer",
+    "runtime error:",  # UndefinedBehaviorSanitizer
+    "Segmentation fault",
+    "core dumped",
+    "double free",
+    "stack smashing",
+)
+
+
+def backend_address(backend):
+    """(host, port) of a backend object (anything with .host and .port) or pair."""
+    if isinstance(backend, tuple):
+        return backend
+    return backend.host, backend.port
+
+
+def lua_string(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def lua_config(settings):
+    """A Lua config file setting each global in `settings` (a dict of
+    name -> Lua source text of the value)."""
+    return "".join(f"{name} = {value}\n" for name, value in settings.items())
+
+
+def stage3_settings(listen_port, backend):
+    """The stage 03 config globals, as Lua source text."""
+    host, port = backend
+    return {
+        "listenPort": str(listen_port),
+        "backendAddress": lua_string(host),
+        "backendPort": str(port),
+    }
+
+
+def stage5_settings(listen_port, backends):
+    """The stage 05 config globals (listen, backends), as Lua source text."""
+    return {
+        "listen": lua_string(f"{LOOPBACK}:{listen_port}"),
+        "backends": "{ " + ", ".join(lua_string(f"{host}:{port}") for host, port in backends) + " }",
+    }
+
+
+def proxy_arguments(stage, listen_port, backends, workdir):
+    """The command-line arguments that make stage `stage` listen on
+    listen_port and forward to `backends` (a list of (host, port));
+    config files go into workdir."""
+    if stage <= 4 and len(backends) != 1:
+        raise ValueError(f"stage {stage:02d} supports exactly one backend, got {len(backends)}")
+    if stage <= 2:  # rsp LISTEN_PORT BACKEND_HOST BACKEND_PORT
+        host, port = backends[0]
+        return [str(listen_port), host, str(port)]
+    if stage <= 4:  # rsp CONFIG.lua, with listenPort, backendAddress, backendPort
+        settings = stage3_settings(listen_port, backends[0])
+    else:           # rsp CONFIG.lua, with listen and a list of backends
+        settings = stage5_settings(listen_port, backends)
+    path = os.path.join(workdir, f"rsp-{listen_port}.lua")
+    with open(path, "w") as f:
+        f.write(lua_config(settings))
+    return [path]
+
+
+def count_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def list_fds(pid):
+    entries = []
+    for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+        try:
+            entries.append(f"{fd} -> {os.readlink(f'/proc/{pid}/fd/{fd}')}")
+        except OSError:
+            pass
+    return entries
+
+
+class Proxy:
+    """One running rsp process listening on 127.0.0.1:port."""
+
+    def __init__(self, binary, args, port, workdir):
+        self.binary = binary
+        self.args = args
+        self.port = port
+        self.host = LOOPBACK
+        self.stdout_path = os.path.join(workdir, f"rsp-{port}.stdout")
+        self.stderr_path = os.path.join(workdir, f"rsp-{port}.stderr")
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.process = subprocess.Popen([binary, *args], stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=err, cwd=workdir)
+        self.pid = self.process.pid
+        try:
+            self._wait_ready()
+        except Exception:
+            self.stop()
+            raise
+        self.baseline_fds = count_fds(self.pid)
+
+    def _wait_ready(self):
+        """Ready means: listening on the port, and the Started line printed."""
+        try:
+            wait_until_listening(self.port, self.process, READY_TIMEOUT, what="rsp")
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}\n{self.describe()}") from None
+        message = STARTED_MESSAGE.format(port=self.port)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while message not in self.stdout():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"rsp listens but never printed {message!r}\n{self.describe()}")
+            time.sleep(0.02)
+
+    def stdout(self):
+        with open(self.stdout_path, errors="replace") as f:
+            return f.read()
+
+    def stderr(self):
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def describe(self):
+        return (f"command: {self.binary} {' '.join(self.args)}\n"
+                f"--- stdout ---\n{self.stdout()}--- stderr ---\n{self.stderr()}")
+
+    def _fd_problem(self):
+        """None once the process has no more fds than right after startup
+        (waiting up to FD_SETTLE_TIMEOUT for closes to happen), else a message."""
+        deadline = time.monotonic() + FD_SETTLE_TIMEOUT
+        while count_fds(self.pid) > self.baseline_fds:
+            if time.monotonic() > deadline:
+                fds = list_fds(self.pid)
+                return (f"rsp leaks file descriptors: {len(fds)} open after the test, "
+                        f"{self.baseline_fds} right after startup:\n  " + "\n  ".join(fds))
+            time.sleep(0.05)
+        return None
+
+    def check_and_stop(self):
+        """The teardown check. Returns a list of problems (empty if none):
+        the proxy must still be running, hold no more fds than at startup,
+        and have written nothing that looks like a crash on stderr."""
+        problems = []
+        if self.alive():
+            try:
+                problem = self._fd_problem()
+            except OSError:  # it died while we looked: reported below
+                problem = None
+            if problem:
+                problems.append(problem)
+        was_running = self.alive()
+        self.stop()
+        # A proxy that died just before we looked at it ends with its own
+        # status, not with the one our SIGTERM gives it.
+        code = self.process.returncode
+        if not was_running or code not in (-signal.SIGTERM, 0):
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            problems.insert(0, f"rsp was not running at the end of the test: it {how}")
+        stderr = self.stderr()
+        for sign in CRASH_SIGNS:
+            if sign in stderr:
+                problems.append(f"rsp's stderr contains {sign!r}")
+                break
+        if problems:
+            problems.append(self.describe())
+        return problems
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __repr__(self):
+        return f"<rsp pid {self.pid} on port {self.port}>"
