@@ -154,19 +154,23 @@ def stage(rsp):
 def start_proxy(rsp, tmp_path):
     """start_proxy(backend, ...) starts the proxy under test in front of
     the backends (objects with .host and .port, or (host, port) pairs),
-    configured the way its stage expects; start_proxy(args=[...],
+    configured the way its stage expects, on a free port or on port=N;
+    from stage 05 on, keyword options set more of the config (listen,
+    balance, down_time; see proxy_arguments). start_proxy(args=[...],
     port=N) runs it with exactly these arguments and waits for port N.
 
     At teardown every proxy started is checked (running, no crash on
     stderr, no fds leaked) and stopped."""
     started = []
 
-    def start(*backends, args=None, port=None):
+    def start(*backends, args=None, port=None, **options):
         if args is None:
-            port = free_port()
-            args = proxy_arguments(rsp.stage, port, [backend_address(b) for b in backends], str(tmp_path))
-        elif port is None:
-            raise ValueError("start_proxy(args=...) needs the port the proxy will listen on")
+            if port is None:
+                port = free_port()
+            args = proxy_arguments(rsp.stage, port, [backend_address(b) for b in backends], str(tmp_path),
+                                   options)
+        elif port is None or options:
+            raise ValueError("start_proxy(args=...) needs the port the proxy will listen on, and no options")
         proxy = Proxy(rsp.binary, args, port, str(tmp_path))
         started.append(proxy)
         return proxy

@@ -55,27 +55,61 @@ def stage3_settings(listen_port, backend):
     }
 
 
-def stage5_settings(listen_port, backends):
-    """The stage 05 config globals (listen, backends), as Lua source text."""
-    return {
+def lua_value(value):
+    """Lua source text for a Python value: a str, int, float or bool, or a
+    list or tuple of those (a Lua sequence)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return lua_string(value)
+    if isinstance(value, (list, tuple)):
+        return "{ " + ", ".join(lua_value(v) for v in value) + " }"
+    raise TypeError(f"no Lua text for {value!r}")
+
+
+def host_port(host, port):
+    """"HOST:PORT", with an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# The stage 05 settings a test may give (as Python values) besides the
+# backends: listen (default "127.0.0.1:PORT"), balance, down_time.
+STAGE5_OPTIONS = ("listen", "balance", "down_time")
+
+
+def stage5_settings(listen_port, backends, options=None):
+    """The stage 05 config globals (listen, backends, and any of
+    STAGE5_OPTIONS given in `options`), as Lua source text."""
+    settings = {
         "listen": lua_string(f"{LOOPBACK}:{listen_port}"),
-        "backends": "{ " + ", ".join(lua_string(f"{host}:{port}") for host, port in backends) + " }",
+        "backends": lua_value([host_port(host, port) for host, port in backends]),
     }
+    for name, value in (options or {}).items():
+        if name not in STAGE5_OPTIONS:
+            raise ValueError(f"unknown stage 05 setting {name!r} (known: {', '.join(STAGE5_OPTIONS)})")
+        settings[name] = lua_value(value)
+    return settings
 
 
-def proxy_arguments(stage, listen_port, backends, workdir):
+def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
-    config files go into workdir."""
+    config files go into workdir. `options` (stage 05 on) sets more of the
+    config, as Python values: listen (then it must name listen_port),
+    balance, down_time."""
     if stage <= 4 and len(backends) != 1:
         raise ValueError(f"stage {stage:02d} supports exactly one backend, got {len(backends)}")
+    if stage <= 4 and options:
+        raise ValueError(f"stage {stage:02d} has no setting {', '.join(options)} (stage 05 on)")
     if stage <= 2:  # rsp LISTEN_PORT BACKEND_HOST BACKEND_PORT
         host, port = backends[0]
         return [str(listen_port), host, str(port)]
     if stage <= 4:  # rsp CONFIG.lua, with listenPort, backendAddress, backendPort
         settings = stage3_settings(listen_port, backends[0])
-    else:           # rsp CONFIG.lua, with listen and a list of backends
-        settings = stage5_settings(listen_port, backends)
+    else:           # rsp CONFIG.lua, with listen, a list of backends, balance, down_time
+        settings = stage5_settings(listen_port, backends, options)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(lua_config(settings))
