@@ -38,7 +38,7 @@ def test_client_half_close_still_gets_response(proxy):
     assert_is_pattern(r.body, 100000)
 
 
-@pytest.mark.stage(1)
+@pytest.mark.stage(1, 5)  # from stage 06 rsp speaks HTTP: a request ends where its framing says
 @pytest.mark.bug(2, 4, "the pair is closed as soon as either side reaches EOF")
 def test_client_half_close_reaches_backend(make_raw_backend, start_proxy):
     """The client's half-close is passed on to the backend, which sees the

@@ -100,16 +100,17 @@ def closed_ports(count):
 
 
 class HeldRequest:
-    """A client whose request lacks its final CRLF: the proxy has connected
-    it to a backend (so that backend has one more open connection), but the
+    """A client whose request lacks the last byte of its body: the proxy has
+    connected it to a backend (so that backend has one more open connection;
+    from stage 06 on, rsp picks a backend once the head is complete), but the
     backend cannot answer yet. finish() sends the rest and returns the
     Response; close() abandons it."""
 
     def __init__(self, port, path="/echo?held=1"):
-        request_bytes = build_request(port, "GET", path)
-        self.rest = request_bytes[-2:]
+        request_bytes = build_request(port, "POST", path, body=b"!")
+        self.rest = request_bytes[-1:]
         self.sock = connect(port)
-        self.sock.sendall(request_bytes[:-2])
+        self.sock.sendall(request_bytes[:-1])
 
     def finish(self):
         self.sock.sendall(self.rest)

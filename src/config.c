@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "net.h"
+#include "router.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -126,8 +127,21 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
     return rc;
 }
 
-/* Resolves entry `index` (1-based) of the backends list, "HOST:PORT". */
-static int read_backend(const char *path, int index, const char *text, struct backend *b)
+/* Pushes field `name` of the table at stack index t, without metamethods. */
+static void get_field(lua_State *L, int t, const char *name)
+{
+    if (t == LUA_GLOBALSINDEX) {
+        get_global(L, name);
+        return;
+    }
+    lua_pushstring(L, name);
+    lua_rawget(L, t < 0 ? t - 1 : t);
+}
+
+/* Resolves entry `index` (1-based) of a backends list, "HOST:PORT".
+ * `setting` names the list in messages. */
+static int read_backend(const char *path, const char *setting, int index, const char *text,
+                        struct backend *b)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     char host[256], port_text[6];
@@ -135,20 +149,20 @@ static int read_backend(const char *path, int index, const char *text, struct ba
     int rc;
 
     if (split_host_port(text, host, sizeof host, &port) == -1) {
-        config_error(path, "setting 'backends', entry %d: \"%.100s\" must look like HOST:PORT "
-                           "(IPv6 as [ADDRESS]:PORT)", index, text);
+        config_error(path, "setting '%s', entry %d: \"%.100s\" must look like HOST:PORT "
+                           "(IPv6 as [ADDRESS]:PORT)", setting, index, text);
         return -1;
     }
     if (net_parse_port(port) == -1) {
-        config_error(path, "setting 'backends', entry %d: the port in \"%.100s\" must be from 1 to 65535",
-                     index, text);
+        config_error(path, "setting '%s', entry %d: the port in \"%.100s\" must be from 1 to 65535",
+                     setting, index, text);
         return -1;
     }
     snprintf(port_text, sizeof port_text, "%d", net_parse_port(port));
     rc = getaddrinfo(host, port_text, &hints, &b->addresses);
     if (rc != 0) {
         b->addresses = NULL;
-        config_error(path, "setting 'backends', entry %d: cannot resolve \"%s\": %s", index, host,
+        config_error(path, "setting '%s', entry %d: cannot resolve \"%s\": %s", setting, index, host,
                      rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -1;
     }
@@ -160,112 +174,252 @@ static int read_backend(const char *path, int index, const char *text, struct ba
     return 0;
 }
 
-/* backends = { "HOST:PORT", ... } */
-static int read_backends(lua_State *L, const char *path, struct pool *pool)
+/* Reads the list of "HOST:PORT" strings on top of the stack into pool. */
+static int read_backend_list(lua_State *L, const char *path, const char *setting, struct pool *pool)
 {
-    int rc = -1;
     size_t count;
 
-    get_global(L, "backends");
     if (lua_type(L, -1) != LUA_TTABLE) {
-        if (lua_isnil(L, -1))
-            config_error(path, "setting 'backends' is missing");
-        else
-            config_error(path, "setting 'backends' must be a list of \"HOST:PORT\" strings, not a %s",
-                         luaL_typename(L, -1));
-        goto out;
+        config_error(path, "setting '%s' must be a list of \"HOST:PORT\" strings, not a %s",
+                     setting, luaL_typename(L, -1));
+        return -1;
     }
     count = lua_objlen(L, -1);
     if (count == 0) {
-        config_error(path, "setting 'backends' is empty: name at least one \"HOST:PORT\"");
-        goto out;
+        config_error(path, "setting '%s' is empty: name at least one \"HOST:PORT\"", setting);
+        return -1;
     }
     if (count > POOL_MAX_BACKENDS) {
-        config_error(path, "setting 'backends' has %zu entries; at most %d are allowed", count,
+        config_error(path, "setting '%s' has %zu entries; at most %d are allowed", setting, count,
                      POOL_MAX_BACKENDS);
-        goto out;
+        return -1;
     }
     pool->backends = calloc(count, sizeof *pool->backends);
     if (pool->backends == NULL) {
         config_error(path, "out of memory");
-        goto out;
+        return -1;
     }
     for (size_t i = 0; i < count; i++) {
-        int index = (int)i + 1;
+        int index = (int)i + 1, rc = 0;
         const char *text;
 
         lua_rawgeti(L, -1, index);
         if (lua_type(L, -1) != LUA_TSTRING) {
-            config_error(path, "setting 'backends', entry %d must be a \"HOST:PORT\" string, not a %s",
-                         index, luaL_typename(L, -1));
-            lua_pop(L, 1);
-            goto out;
-        }
-        text = lua_tostring(L, -1);
-        if (strlen(text) != lua_objlen(L, -1)) {
-            config_error(path, "setting 'backends', entry %d must not contain a zero byte", index);
-            lua_pop(L, 1);
-            goto out;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(pool->backends[j].name, text) == 0) {
-                config_error(path, "setting 'backends', entry %d: \"%.100s\" is listed twice", index, text);
-                lua_pop(L, 1);
-                goto out;
+            config_error(path, "setting '%s', entry %d must be a \"HOST:PORT\" string, not a %s",
+                         setting, index, luaL_typename(L, -1));
+            rc = -1;
+        } else if (strlen(text = lua_tostring(L, -1)) != lua_objlen(L, -1)) {
+            config_error(path, "setting '%s', entry %d must not contain a zero byte", setting, index);
+            rc = -1;
+        } else {
+            for (size_t j = 0; j < i && rc == 0; j++) {
+                if (strcmp(pool->backends[j].name, text) == 0) {
+                    config_error(path, "setting '%s', entry %d: \"%.100s\" is listed twice",
+                                 setting, index, text);
+                    rc = -1;
+                }
+            }
+            if (rc == 0) {
+                pool->count = i + 1; /* so that pool_free releases this entry too */
+                rc = read_backend(path, setting, index, text, &pool->backends[i]);
             }
         }
-        pool->count = i + 1; /* so that pool_free releases this entry too */
-        if (read_backend(path, index, text, &pool->backends[i]) == -1) {
-            lua_pop(L, 1);
-            goto out;
-        }
         lua_pop(L, 1);
+        if (rc == -1)
+            return -1;
     }
-    rc = 0;
-out:
-    lua_pop(L, 1);
-    return rc;
+    return 0;
 }
 
-/* balance = "round_robin" | "least_conn"; optional. */
-static int read_balance(lua_State *L, const char *path, struct pool *pool)
+/* Reads `balance` of the table at t into pool (optional: round_robin). */
+static int read_balance(lua_State *L, const char *path, int t, const char *setting, struct pool *pool)
 {
     int rc = 0;
 
-    get_global(L, "balance");
+    get_field(L, t, "balance");
     pool->balance = BALANCE_ROUND_ROBIN;
     if (lua_type(L, -1) == LUA_TSTRING) {
         const char *text = lua_tostring(L, -1);
         if (strcmp(text, "least_conn") == 0) {
             pool->balance = BALANCE_LEAST_CONN;
         } else if (strcmp(text, "round_robin") != 0) {
-            config_error(path, "setting 'balance' must be \"round_robin\" or \"least_conn\", not \"%.100s\"", text);
+            config_error(path, "setting '%s' must be \"round_robin\" or \"least_conn\", not \"%.100s\"",
+                         setting, text);
             rc = -1;
         }
     } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting 'balance' must be \"round_robin\" or \"least_conn\", not a %s",
-                     luaL_typename(L, -1));
+        config_error(path, "setting '%s' must be \"round_robin\" or \"least_conn\", not a %s",
+                     setting, luaL_typename(L, -1));
         rc = -1;
     }
     lua_pop(L, 1);
     return rc;
 }
 
-/* down_time = seconds; optional. */
-static int read_down_time(lua_State *L, const char *path, struct pool *pool)
+/* Reads a positive number setting of the globals, with a default and a
+ * range (both inclusive). */
+static int read_number(lua_State *L, const char *path, const char *name, double fallback,
+                       double min, double max, double *out)
 {
     int rc = 0;
 
-    get_global(L, "down_time");
-    pool->down_time = DEFAULT_DOWN_TIME;
-    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) > 0 && lua_tonumber(L, -1) <= 86400) {
-        pool->down_time = lua_tonumber(L, -1);
+    get_global(L, name);
+    *out = fallback;
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= min && lua_tonumber(L, -1) <= max) {
+        *out = lua_tonumber(L, -1);
     } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting 'down_time' must be a number of seconds above 0 and at most 86400");
+        config_error(path, "setting '%s' must be a number from %.10g to %.10g", name, min, max);
         rc = -1;
     }
     lua_pop(L, 1);
     return rc;
+}
+
+/* The default site: `backends` and `balance` globals. Optional when there
+ * are sites. */
+static int read_default_site(lua_State *L, const char *path, struct config *config)
+{
+    int rc = 0;
+
+    get_global(L, "backends");
+    if (!lua_isnil(L, -1)) {
+        rc = read_backend_list(L, path, "backends", &config->default_pool);
+        if (rc == 0)
+            rc = read_balance(L, path, LUA_GLOBALSINDEX, "balance", &config->default_pool);
+        config->router.fallback = rc == 0 ? &config->default_pool : NULL;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* Checks a site name: a host name, or "*." and a host name. Writes it in
+ * lower case, without the "*", to out. */
+static int site_name(const char *text, size_t length, char *out, size_t size, bool *wildcard)
+{
+    *wildcard = length > 2 && text[0] == '*' && text[1] == '.';
+    if (*wildcard) {
+        text++;
+        length--;
+    }
+    if (length == 0 || length >= size || strlen(text) != length)
+        return -1;
+    for (size_t i = 0; i < length; i++) {
+        char c = text[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_'))
+            return -1;
+        out[i] = c;
+    }
+    out[length] = '\0';
+    if (out[length - 1] == '.')
+        out[length - 1] = '\0'; /* "example.com." is "example.com" */
+    return out[0] == '\0' ? -1 : 0;
+}
+
+/* sites = { ["NAME"] = { backends = {...}, balance = "..." }, ... } */
+static int read_sites(lua_State *L, const char *path, struct config *config)
+{
+    struct router *router = &config->router;
+    int rc = 0;
+    size_t count = 0;
+
+    get_global(L, "sites");
+    if (lua_isnil(L, -1))
+        goto out;
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        config_error(path, "setting 'sites' must be a table of site name = { backends = {...} }, not a %s",
+                     luaL_typename(L, -1));
+        rc = -1;
+        goto out;
+    }
+    for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1))
+        count++;
+    router->sites = calloc(count ? count : 1, sizeof *router->sites);
+    if (router->sites == NULL) {
+        config_error(path, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    for (lua_pushnil(L); rc == 0 && lua_next(L, -2) != 0; lua_pop(L, 1)) {
+        struct site *site = &router->sites[router->count];
+        char setting[300], name[256];
+        const char *key;
+
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            config_error(path, "setting 'sites': every key must be a host name string, not a %s",
+                         luaL_typename(L, -2));
+            rc = -1;
+            continue;
+        }
+        key = lua_tostring(L, -2);
+        if (site_name(key, lua_objlen(L, -2), name, sizeof name, &site->wildcard) == -1) {
+            config_error(path, "setting 'sites': \"%.100s\" is not a host name (or \"*.\" and one)", key);
+            rc = -1;
+            continue;
+        }
+        for (size_t j = 0; j < router->count; j++) {
+            if (router->sites[j].wildcard == site->wildcard && strcmp(router->sites[j].name, name) == 0) {
+                config_error(path, "setting 'sites': \"%.100s\" is listed twice", key);
+                rc = -1;
+            }
+        }
+        if (rc == -1)
+            continue;
+        if ((site->name = strdup(name)) == NULL) {
+            config_error(path, "out of memory");
+            rc = -1;
+            continue;
+        }
+        router->count++; /* so that config_free releases it */
+        site->pool.down_time = config->default_pool.down_time;
+        if (lua_type(L, -1) != LUA_TTABLE) {
+            config_error(path, "setting 'sites[\"%.100s\"]' must be a table like { backends = {...} }, not a %s",
+                         key, luaL_typename(L, -1));
+            rc = -1;
+            continue;
+        }
+        snprintf(setting, sizeof setting, "sites[\"%.100s\"].backends", key);
+        get_field(L, -1, "backends");
+        if (lua_isnil(L, -1)) {
+            config_error(path, "setting '%s' is missing", setting);
+            rc = -1;
+        } else {
+            rc = read_backend_list(L, path, setting, &site->pool);
+        }
+        lua_pop(L, 1);
+        snprintf(setting, sizeof setting, "sites[\"%.100s\"].balance", key);
+        if (rc == 0)
+            rc = read_balance(L, path, -1, setting, &site->pool);
+    }
+    if (rc == -1)
+        lua_pop(L, 1); /* the key lua_next would have taken */
+out:
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* max_request_line and max_request_head: the parser's limits. */
+static int read_limits(lua_State *L, const char *path, struct http_limits *limits)
+{
+    double line, head;
+
+    if (read_number(L, path, "max_request_line", 8192, 256, 1048576, &line) == -1 ||
+        read_number(L, path, "max_request_head", 32768, 256, 1048576, &head) == -1)
+        return -1;
+    if (line != (double)(size_t)line || head != (double)(size_t)head) {
+        config_error(path, "setting '%s' must be a whole number of bytes",
+                     line != (double)(size_t)line ? "max_request_line" : "max_request_head");
+        return -1;
+    }
+    if (head < line) {
+        config_error(path, "setting 'max_request_head' (%g) must be at least 'max_request_line' (%g)",
+                     head, line);
+        return -1;
+    }
+    limits->max_line = (size_t)line;
+    limits->max_head = (size_t)head;
+    return 0;
 }
 
 /* Loads and runs the script. On failure, prints Lua's message. */
@@ -304,10 +458,16 @@ int config_load(const char *path, struct config *config)
 
     if (run_script(L, path) == 0 &&
         read_listen(L, path, config) == 0 &&
-        read_backends(L, path, &config->pool) == 0 &&
-        read_balance(L, path, &config->pool) == 0 &&
-        read_down_time(L, path, &config->pool) == 0)
-        rc = 0;
+        read_number(L, path, "down_time", DEFAULT_DOWN_TIME, 0.001, 86400,
+                    &config->default_pool.down_time) == 0 &&
+        read_default_site(L, path, config) == 0 &&
+        read_sites(L, path, config) == 0 &&
+        read_limits(L, path, &config->limits) == 0) {
+        if (config->router.fallback == NULL && config->router.count == 0)
+            config_error(path, "setting 'backends' is missing (and there are no 'sites')");
+        else
+            rc = 0;
+    }
 
     lua_close(L);
     if (rc == -1)
@@ -319,5 +479,13 @@ void config_free(struct config *config)
 {
     free(config->listen_host);
     config->listen_host = NULL;
-    pool_free(&config->pool);
+    pool_free(&config->default_pool);
+    for (size_t i = 0; i < config->router.count; i++) {
+        free(config->router.sites[i].name);
+        pool_free(&config->router.sites[i].pool);
+    }
+    free(config->router.sites);
+    config->router.sites = NULL;
+    config->router.count = 0;
+    config->router.fallback = NULL;
 }

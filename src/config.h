@@ -3,18 +3,26 @@
 #define RSP_CONFIG_H
 
 #include "backend.h"
+#include "http.h"
+#include "router.h"
 
 struct config {
-    char *listen_host;      /* NULL: every local address */
-    char listen_port[6];    /* "1".."65535" */
-    struct pool pool;       /* the backends, resolved, and how to balance */
+    char *listen_host;          /* NULL: every local address */
+    char listen_port[6];        /* "1".."65535" */
+    struct pool default_pool;   /* the default site; used if router.fallback */
+    struct router router;       /* the sites, and the default one */
+    struct http_limits limits;  /* request line and head sizes */
 };
 
 /* Runs the Lua script at path and reads these globals from it:
  *   listen    = 8000 | "8000" | "127.0.0.1:8000" | "[::1]:8000"
- *   backends  = { "HOST:PORT", ... }            (1 to 64 entries)
- *   balance   = "round_robin" | "least_conn"    (default "round_robin")
+ *   backends  = { "HOST:PORT", ... }   the default site (1 to 64 entries);
+ *                                      optional if there are sites
+ *   balance   = "round_robin" | "least_conn"   for the default site
+ *   sites     = { ["www.example.com"] = { backends = {...}, balance = "..." },
+ *                 ["*.example.com"] = { ... } }   optional
  *   down_time = seconds a failed backend is skipped (default 5)
+ *   max_request_line = 8192, max_request_head = 32768   (bytes)
  * Backend names are resolved here, once. On any problem prints one line
  * naming the file and the setting to stderr and returns -1; otherwise fills
  * *config and returns 0. */

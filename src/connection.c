@@ -15,7 +15,7 @@ void connection_init(struct connection *c, int fd, bool connecting,
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
     c->connecting = connecting;
-    c->paused = c->read_done = c->shutdown_pending = c->write_done = false;
+    c->paused = c->read_done = c->shutdown_pending = c->write_done = c->broken = false;
 }
 
 void connection_init_none(struct connection *c)
@@ -23,7 +23,7 @@ void connection_init_none(struct connection *c)
     c->handler = (struct epoll_event_handler){ -1, NULL, NULL };
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
-    c->connecting = c->paused = c->shutdown_pending = false;
+    c->connecting = c->paused = c->shutdown_pending = c->broken = false;
     c->read_done = c->write_done = true;
 }
 
@@ -41,6 +41,7 @@ ssize_t connection_read(struct connection *c, char *buf, size_t len)
  * delivered any more. */
 static void write_failed(struct connection *c)
 {
+    c->broken = true;
     c->write_done = true;
     c->shutdown_pending = false;
     buffer_free(&c->queue);

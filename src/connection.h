@@ -25,6 +25,7 @@ struct connection {
     bool read_done;          /* no more reading: EOF, error, or nowhere to send it */
     bool shutdown_pending;   /* shut the write side once the queue is empty */
     bool write_done;         /* write side shut down, or writing failed */
+    bool broken;             /* the socket failed (EPIPE, ECONNRESET, ...) */
 };
 
 /* Sets up c for the non-blocking socket fd; events on it will call

@@ -15,7 +15,7 @@
 
 struct listener {
     struct epoll_event_handler handler;
-    struct pool *pool;
+    struct config *config;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
 };
@@ -48,7 +48,10 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
     /* Take every client that is waiting, not just one: fewer trips
      * through epoll_wait when many arrive together. */
     for (;;) {
-        int client_fd = accept4(self->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage address;
+        socklen_t length = sizeof address;
+        int client_fd = accept4(self->fd, (struct sockaddr *)&address, &length,
+                                SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (client_fd == -1) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -62,12 +65,12 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
             log_errno("accept4");
             return;
         }
-        if (relay_start(client_fd, listener->pool) == -1)
+        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config) == -1)
             close(client_fd);
     }
 }
 
-int listener_start(int listen_fd, struct pool *pool)
+int listener_start(int listen_fd, struct config *config)
 {
     struct listener *listener = malloc(sizeof *listener);
 
@@ -78,7 +81,7 @@ int listener_start(int listen_fd, struct pool *pool)
     listener->handler.fd = listen_fd;
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
-    listener->pool = pool;
+    listener->config = config;
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (listener->spare_fd == -1 || reactor_add(&listener->handler, EPOLLIN) == -1) {
         log_errno("listener_start");

@@ -1,36 +1,45 @@
-/* relay.c -- finding a client its backend, then carrying bytes both ways.
+/* relay.c -- one client's request, from its first byte to the response's
+ * last.
  *
- * A client's relay starts by connecting to a backend chosen by the pool,
- * without blocking: while the connect is under way we do not read from the
- * client at all, so its request waits in the kernel and no byte of it can
- * have reached a backend that then fails; trying the next one is always
- * safe. If no backend can be reached, the client gets a 502.
+ * A relay goes through these phases:
  *
- * Each direction (client to backend, backend to client) runs on its own:
+ *   HEAD        read the request head into a buffer and parse it as it
+ *               arrives; refuse it (4xx) if it is malformed or too large
+ *   CONNECTING  route it by Host to a pool and connect to a backend without
+ *               blocking; the client is not read meanwhile, so failing over
+ *               to another backend is always safe; 421 / 502 if impossible
+ *   BODY        send our version of the head, then forward exactly the body
+ *               the head announced (Content-Length or chunked) and not a
+ *               byte more
+ *   DRAIN       the request is complete (or was refused): whatever else the
+ *               client sends is read and dropped, so that closing its
+ *               socket never throws away our answer with a reset
  *
- *   reading from a side stops when the other side's write queue rises above
- *   RELAY_HIGH_WATER (backpressure) and starts again once it has drained
- *   below RELAY_LOW_WATER, so a pair never holds much more than the high
- *   mark in memory however slow its peers are;
- *
- *   a direction is finished when its source has said all it will (EOF or an
- *   error) and its destination has been sent everything and a FIN, or when
- *   the destination can take nothing more (it went away).
- *
- * The pair is closed when both directions are finished: not before, so a
- * client that half-closes still gets its answer and no tail of a response
- * is cut off. */
+ * The response travels back as a plain stream of bytes, with the same
+ * backpressure as chapter 04: the backend is not read while the client's
+ * queue is above RELAY_HIGH_WATER. The backend closes the response
+ * (we ask for Connection: close); then we pass the close on to the client.
+ * The relay ends when the client has been answered and has finished, or is
+ * gone. */
 #include "relay.h"
 
 #include "backend.h"
+#include "config.h"
 #include "connection.h"
+#include "http.h"
 #include "log.h"
 #include "net.h"
+#include "reply.h"
+#include "request.h"
+#include "router.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -38,75 +47,28 @@
 #define RELAY_READS_PER_EVENT 4          /* then let other connections run */
 #define RELAY_HIGH_WATER (64 * 1024)
 #define RELAY_LOW_WATER (16 * 1024)
+#define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
 
-#define BAD_GATEWAY_BODY \
-    "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n" \
-    "<body><h1>502 Bad Gateway</h1><p>rsp could not reach any backend server.</p></body></html>\n"
+enum phase { PHASE_HEAD, PHASE_CONNECTING, PHASE_BODY, PHASE_DRAIN };
 
 struct relay {
     struct connection client;
     struct connection backend;       /* no socket until a connect starts */
-    struct pool *pool;
+    struct config *config;
+    enum phase phase;
+    struct buffer head;              /* the request head as received, and what followed it */
+    struct http_request request;
+    struct request_info info;
+    struct pool *pool;               /* chosen by Host */
     struct backend *current;         /* the backend tried or in use, or NULL */
     const struct addrinfo *address;  /* which of its addresses */
-    uint64_t tried;                  /* backends tried for this client */
+    uint64_t tried;                  /* backends tried for this request */
+    bool response_started;           /* a byte of the response reached the client's queue */
+    size_t drained;                  /* bytes dropped in PHASE_DRAIN */
+    char client_address[INET6_ADDRSTRLEN];
 };
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events);
-
-/* True once nothing more can travel from `from` to `to`. */
-static bool direction_finished(const struct connection *from, const struct connection *to)
-{
-    return from->read_done && to->write_done;
-}
-
-/* Reads what `from` has and hands it to `to`, until `from` would block,
- * ends, or `to` has queued enough (then `from` is paused). */
-static void pump(struct connection *from, struct connection *to)
-{
-    char buffer[RELAY_READ_SIZE];
-
-    for (int i = 0; i < RELAY_READS_PER_EVENT && !from->read_done && !from->paused; i++) {
-        ssize_t n;
-
-        if (to->write_done) {
-            /* The destination went away: what `from` sends has nowhere to
-             * go, so stop reading it. */
-            from->read_done = true;
-            break;
-        }
-        n = connection_read(from, buffer, sizeof buffer);
-        if (n > 0) {
-            connection_write(to, buffer, (size_t)n);
-            if (connection_queued(to) > RELAY_HIGH_WATER)
-                from->paused = true;
-        } else if (n == 0) {
-            /* `from` finished sending: pass the half-close on, once what we
-             * hold for `to` has been written. */
-            from->read_done = true;
-            connection_shutdown_write(to);
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            break;
-        } else {
-            /* ECONNRESET and friends: `from` is gone both ways. Whatever it
-             * sent before is still delivered to `to`. */
-            connection_fail(from);
-            connection_shutdown_write(to);
-        }
-    }
-}
-
-/* Applies the rules that link the two directions after anything changed:
- * a source whose destination went away stops being read, and a source
- * paused by backpressure (or waiting for a connect) resumes once its
- * destination is connected and has drained. */
-static void settle(struct connection *from, struct connection *to)
-{
-    if (to->write_done)
-        from->read_done = true;
-    if (from->paused && !to->connecting && connection_queued(to) < RELAY_LOW_WATER)
-        from->paused = false;
-}
 
 /* Closes the backend socket, if any, and gives its slot back. */
 static void release_backend(struct relay *relay)
@@ -116,6 +78,22 @@ static void release_backend(struct relay *relay)
     connection_close(&relay->backend);
     connection_init_none(&relay->backend);
     relay->current->active--;
+}
+
+/* The request cannot go on: answer it ourselves with `status` (unless part
+ * of a response was already sent: then there is nothing sensible to say and
+ * the client is simply cut off), drop the backend, and drain the client. */
+static void fail_request(struct relay *relay, int status)
+{
+    release_backend(relay);
+    relay->phase = PHASE_DRAIN;
+    if (relay->response_started) {
+        connection_fail(&relay->client);
+        return;
+    }
+    reply_error(&relay->client, status);
+    relay->response_started = true;
+    connection_shutdown_write(&relay->client);
 }
 
 /* A connect to relay->address failed with `error`. Once every address of
@@ -154,28 +132,96 @@ static int connect_next(struct relay *relay)
     }
 }
 
-/* No backend could be reached: tell the client so, then hang up. */
+/* No backend of the pool could be reached. */
 static void answer_bad_gateway(struct relay *relay)
 {
-    char response[512], discard[RELAY_READ_SIZE];
-    int len;
-
     pool_unreachable(relay->pool);
-    /* Read what the client has sent so far: closing a socket with unread
-     * data makes the kernel send a reset, which can destroy our answer
-     * before the client reads it. */
-    for (int i = 0; i < RELAY_READS_PER_EVENT; i++)
-        if (connection_read(&relay->client, discard, sizeof discard) <= 0)
-            break;
-    len = snprintf(response, sizeof response,
-                   "HTTP/1.1 502 Bad Gateway\r\n"
-                   "Content-Type: text/html; charset=utf-8\r\n"
-                   "Content-Length: %zu\r\n"
-                   "Connection: close\r\n"
-                   "\r\n%s",
-                   sizeof BAD_GATEWAY_BODY - 1, BAD_GATEWAY_BODY);
-    connection_write(&relay->client, response, (size_t)len);
-    connection_shutdown_write(&relay->client);
+    fail_request(relay, 502);
+}
+
+/* Passes body bytes to the backend, as far as the framing says the body
+ * goes; anything after it (a pipelined request) is dropped. */
+static void forward_body(struct relay *relay, const char *data, size_t len)
+{
+    ssize_t n = body_frame(&relay->info.body, data, len);
+
+    if (n == -1) {
+        fail_request(relay, 400); /* invalid chunked framing */
+        return;
+    }
+    connection_write(&relay->backend, data, (size_t)n);
+    if (relay->info.body.done) {
+        relay->phase = PHASE_DRAIN;
+        relay->drained += len - (size_t)n;
+    }
+}
+
+/* The head is complete: check it, route it, start connecting. */
+static void request_ready(struct relay *relay)
+{
+    const char *buf = relay->head.data;
+    int status = request_check(&relay->request, buf, &relay->info);
+
+    if (status != 0) {
+        fail_request(relay, status);
+        return;
+    }
+    relay->pool = router_route(&relay->config->router, buf + relay->info.host.offset,
+                               relay->info.host.length);
+    if (relay->pool == NULL) {
+        fail_request(relay, 421);
+        return;
+    }
+    relay->phase = PHASE_CONNECTING;
+    if (connect_next(relay) == -1)
+        answer_bad_gateway(relay);
+}
+
+/* Bytes of the head arrived: keep them and parse on. */
+static void head_received(struct relay *relay, const char *data, size_t len)
+{
+    int rc;
+
+    if (buffer_append(&relay->head, data, len) == -1) {
+        log_msg("out of memory reading a request head");
+        connection_fail(&relay->client);
+        return;
+    }
+    rc = http_parse_request(&relay->request, relay->head.data, buffer_length(&relay->head),
+                            &relay->config->limits);
+    if (rc == HTTP_DONE)
+        request_ready(relay);
+    else if (rc != HTTP_INCOMPLETE)
+        fail_request(relay, rc);
+}
+
+/* The backend is connected: send it our head, then whatever body bytes
+ * came in with the head. */
+static void send_request(struct relay *relay)
+{
+    struct buffer head = BUFFER_INIT;
+    size_t head_length = relay->request.head_length;
+
+    if (request_write_head(&relay->request, relay->head.data, &relay->info,
+                           relay->client_address, &head) == -1) {
+        buffer_free(&head);
+        log_msg("out of memory writing a request head");
+        fail_request(relay, 502);
+        return;
+    }
+    connection_write(&relay->backend, head.data, buffer_length(&head));
+    buffer_free(&head);
+
+    relay->phase = relay->info.body.done ? PHASE_DRAIN : PHASE_BODY;
+    if (buffer_length(&relay->head) > head_length) {
+        const char *rest = relay->head.data + head_length;
+        size_t rest_length = buffer_length(&relay->head) - head_length;
+        if (relay->phase == PHASE_BODY)
+            forward_body(relay, rest, rest_length);
+        else
+            relay->drained += rest_length;
+    }
+    buffer_free(&relay->head); /* the parsed request pointed into it: done with both */
 }
 
 /* The backend socket became writable (or failed) while connecting. */
@@ -186,7 +232,8 @@ static void connect_finished(struct relay *relay)
     if (error == 0) {
         relay->backend.connecting = false;
         backend_succeeded(relay->pool, relay->current);
-        return; /* settle() now lets the client's request flow */
+        send_request(relay);
+        return;
     }
     attempt_failed(relay, error);
     release_backend(relay);
@@ -194,66 +241,217 @@ static void connect_finished(struct relay *relay)
         answer_bad_gateway(relay);
 }
 
-/* Frees the pair. No handler of it may be touched afterwards. */
+/* Dispatches bytes from the client by phase. */
+static void client_data(struct relay *relay, const char *data, size_t len)
+{
+    switch (relay->phase) {
+    case PHASE_HEAD:
+        head_received(relay, data, len);
+        break;
+    case PHASE_BODY:
+        forward_body(relay, data, len);
+        break;
+    case PHASE_CONNECTING:
+        /* Not read while connecting (see client_readable); should bytes
+         * come anyway, they wait with the head for the backend. */
+        if (buffer_append(&relay->head, data, len) == -1)
+            connection_fail(&relay->client);
+        break;
+    case PHASE_DRAIN:
+        relay->drained += len;
+        break;
+    }
+}
+
+/* The client finished sending. */
+static void client_finished(struct relay *relay)
+{
+    relay->client.read_done = true;
+    if (relay->phase == PHASE_HEAD && buffer_length(&relay->head) == 0) {
+        /* Connected and left without a word: nothing to answer. */
+        relay->phase = PHASE_DRAIN;
+        connection_shutdown_write(&relay->client);
+    } else if (relay->phase == PHASE_HEAD) {
+        fail_request(relay, 400); /* the head was cut short */
+    } else if (relay->phase == PHASE_BODY) {
+        /* The body was cut short. If the backend already answered, let its
+         * answer through; otherwise the request is broken. */
+        if (relay->response_started)
+            relay->phase = PHASE_DRAIN;
+        else
+            fail_request(relay, 400);
+    }
+}
+
+static void client_readable(struct relay *relay)
+{
+    char buffer[RELAY_READ_SIZE];
+
+    for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
+        ssize_t n;
+
+        /* Stop as soon as the head is complete: the rest waits in the
+         * kernel until a backend is connected. */
+        if (relay->client.read_done || relay->client.paused || relay->phase == PHASE_CONNECTING)
+            return;
+        n = connection_read(&relay->client, buffer, sizeof buffer);
+        if (n > 0) {
+            client_data(relay, buffer, (size_t)n);
+        } else if (n == 0) {
+            client_finished(relay);
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return;
+        } else {
+            connection_fail(&relay->client); /* reset: the client is gone */
+        }
+        /* Stop as soon as the backend's queue is full: backpressure. */
+        if (relay->phase == PHASE_BODY && connection_queued(&relay->backend) > RELAY_HIGH_WATER)
+            relay->client.paused = true;
+    }
+}
+
+/* The backend finished its response (EOF), or broke. */
+static void backend_finished(struct relay *relay, bool broken)
+{
+    if (broken)
+        connection_fail(&relay->backend);
+    relay->backend.read_done = true;
+    if (!relay->response_started) {
+        log_msg("backend %s closed the connection without answering", relay->current->name);
+        fail_request(relay, 502);
+    } else {
+        connection_shutdown_write(&relay->client);
+    }
+}
+
+static void backend_readable(struct relay *relay)
+{
+    char buffer[RELAY_READ_SIZE];
+
+    for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
+        ssize_t n;
+
+        if (relay->backend.read_done || relay->backend.paused)
+            return;
+        n = connection_read(&relay->backend, buffer, sizeof buffer);
+        if (n > 0) {
+            relay->response_started = true;
+            connection_write(&relay->client, buffer, (size_t)n);
+            if (connection_queued(&relay->client) > RELAY_HIGH_WATER)
+                relay->backend.paused = true;
+        } else if (n == 0) {
+            backend_finished(relay, false);
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return;
+        } else {
+            backend_finished(relay, true);
+        }
+    }
+}
+
+/* Frees the relay. Nothing of it may be touched afterwards. */
 static void relay_close(struct relay *relay)
 {
     connection_close(&relay->client);
     release_backend(relay);
+    buffer_free(&relay->head);
     free(relay);
 }
 
-/* Ends every event: links the directions, then closes the pair if both are
- * finished, or else brings both epoll registrations up to date. Returns
- * nothing; the relay may be freed when it returns. */
+/* Ends every event: applies the rules that link the two sides, then closes
+ * the relay if it is finished, or else brings both epoll registrations up
+ * to date. The relay may be freed when it returns. */
 static void relay_settle_or_close(struct relay *relay)
 {
-    settle(&relay->client, &relay->backend);
-    settle(&relay->backend, &relay->client);
-    if (direction_finished(&relay->client, &relay->backend) &&
-        direction_finished(&relay->backend, &relay->client)) {
+    struct connection *client = &relay->client, *backend = &relay->backend;
+
+    /* A backend that stopped taking the request may still answer it. */
+    if (relay->phase == PHASE_BODY && backend->write_done)
+        relay->phase = PHASE_DRAIN;
+    /* Reading the client: not while connecting; during the body only while
+     * the backend keeps up; and a drain has a limit. */
+    if (relay->phase == PHASE_CONNECTING)
+        client->paused = true;
+    else if (relay->phase != PHASE_BODY || connection_queued(backend) < RELAY_LOW_WATER)
+        client->paused = false;
+    if (relay->phase == PHASE_DRAIN && relay->drained > RELAY_DRAIN_LIMIT)
+        client->read_done = true;
+    /* Reading the backend: only while the client keeps up and is there. */
+    if (client->write_done)
+        backend->read_done = true;
+    if (connection_queued(client) < RELAY_LOW_WATER)
+        backend->paused = false;
+
+    if (client->broken || (client->read_done && client->write_done && backend->read_done)) {
         relay_close(relay);
         return;
     }
-    if (connection_update(&relay->client) == -1 || connection_update(&relay->backend) == -1)
+    if (connection_update(client) == -1 || connection_update(backend) == -1)
         relay_close(relay);
 }
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct relay *relay = self->closure;
-    struct connection *conn = self == &relay->client.handler ? &relay->client : &relay->backend;
-    struct connection *peer = conn == &relay->client ? &relay->backend : &relay->client;
 
-    if (conn->connecting) {
-        connect_finished(relay);
+    if (self == &relay->backend.handler) {
+        if (relay->backend.connecting) {
+            connect_finished(relay);
+        } else {
+            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+                connection_flush(&relay->backend);
+            /* Read on hang-up and error too: the last bytes and the EOF may
+             * still be waiting in the socket, and we must not lose them. */
+            if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                backend_readable(relay);
+        }
     } else {
         if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
-            connection_flush(conn);
-        /* Read on hang-up and error too: the peer's last bytes and its EOF
-         * may still be waiting in the socket, and we must not lose them. */
+            connection_flush(&relay->client);
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-            pump(conn, peer);
+            client_readable(relay);
     }
     relay_settle_or_close(relay); /* relay may be freed: touch nothing after */
 }
 
-int relay_start(int client_fd, struct pool *pool)
+/* Writes the client's IP address as text; an IPv4 client on our dual-stack
+ * socket shows up as ::ffff:a.b.c.d, which we write as a.b.c.d. */
+static void format_address(const struct sockaddr *address, char *out, size_t size)
 {
-    struct relay *relay = malloc(sizeof *relay);
+    const void *raw = NULL;
+    int family = address->sa_family;
 
+    if (family == AF_INET) {
+        raw = &((const struct sockaddr_in *)address)->sin_addr;
+    } else if (family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)address)->sin6_addr;
+        raw = a6;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            family = AF_INET;
+            raw = &a6->s6_addr[12];
+        }
+    }
+    if (raw == NULL || inet_ntop(family, raw, out, (socklen_t)size) == NULL)
+        snprintf(out, size, "unknown");
+}
+
+int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
+                struct config *config)
+{
+    struct relay *relay = calloc(1, sizeof *relay);
+
+    (void)length;
     if (relay == NULL) {
         log_msg("out of memory accepting a client");
         return -1;
     }
-    relay->pool = pool;
-    relay->current = NULL;
-    relay->address = NULL;
-    relay->tried = 0;
+    relay->config = config;
+    relay->phase = PHASE_HEAD;
+    relay->head = (struct buffer)BUFFER_INIT;
+    http_request_init(&relay->request);
+    format_address(address, relay->client_address, sizeof relay->client_address);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
-    relay->client.paused = true; /* until the backend is connected */
     connection_init_none(&relay->backend);
-    if (connect_next(relay) == -1)
-        answer_bad_gateway(relay);
     relay_settle_or_close(relay);
     return 0;
 }

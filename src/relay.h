@@ -1,16 +1,21 @@
-/* relay.h -- a client connection and a backend connection, joined. */
+/* relay.h -- one client connection: its request, its backend, its answer. */
 #ifndef RSP_RELAY_H
 #define RSP_RELAY_H
 
-struct pool;
+#include <sys/socket.h>
 
-/* Takes charge of a newly accepted, non-blocking client socket: picks a
- * backend from pool, connects to it without blocking (trying the next
- * backend if a connect fails), then delivers whatever either side sends to
- * the other, in order and complete, however slow either side reads. If no
- * backend can be reached the client gets a 502 answer. When everything is
- * done the relay closes both sockets and frees itself. Returns 0 (the relay
- * owns client_fd), or -1 if out of memory (the caller still owns it). */
-int relay_start(int client_fd, struct pool *pool);
+struct config;
+
+/* Takes charge of a newly accepted, non-blocking client socket whose peer
+ * address is address/length: reads the request head, routes it by Host to
+ * a pool of config, connects to a backend of that pool without blocking
+ * (trying the next one if a connect fails), forwards the request with its
+ * body exactly as framed, and delivers the response however slowly the
+ * client reads. Requests rsp cannot or will not forward are answered by rsp
+ * itself (400, 414, 421, 431, 502, 505). When everything is done the relay
+ * closes both sockets and frees itself. Returns 0 (the relay owns
+ * client_fd), or -1 if out of memory (the caller still owns it). */
+int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
+                struct config *config);
 
 #endif

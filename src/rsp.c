@@ -1,4 +1,5 @@
-/* rsp.c -- stage 05: several backends, balanced, with failover.
+/* rsp.c -- stage 06: rsp speaks HTTP: it parses each request head,
+ * routes it by Host to a site's backends, and adds forwarded headers.
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
@@ -9,6 +10,28 @@
 
 #include <signal.h>
 #include <stdio.h>
+
+static const char *balance_name(const struct pool *pool)
+{
+    return pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin";
+}
+
+/* Says what we serve: one line for the listener, one per site. */
+static void log_startup(const struct config *config)
+{
+    log_msg("listening on %s port %s", config->listen_host ? config->listen_host : "every address,",
+            config->listen_port);
+    for (size_t i = 0; i < config->router.count; i++) {
+        const struct site *site = &config->router.sites[i];
+        log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
+                site->pool.count, site->pool.count == 1 ? "" : "s", balance_name(&site->pool));
+    }
+    if (config->router.fallback != NULL)
+        log_msg("default site: %zu backend%s, %s", config->default_pool.count,
+                config->default_pool.count == 1 ? "" : "s", balance_name(&config->default_pool));
+    else
+        log_msg("no default site: requests for other hosts get 421");
+}
 
 int main(int argc, char *argv[])
 {
@@ -33,11 +56,9 @@ int main(int argc, char *argv[])
     listen_fd = net_listen(config.listen_host, config.listen_port);
     if (listen_fd == -1)
         return 1;
-    if (listener_start(listen_fd, &config.pool) == -1)
+    if (listener_start(listen_fd, &config) == -1)
         return 1;
-    log_msg("listening on %s port %s; %zu backend%s, %s", config.listen_host ? config.listen_host : "every address,",
-            config.listen_port, config.pool.count, config.pool.count == 1 ? "" : "s",
-            config.pool.balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");
+    log_startup(&config);
     printf("Started. Listening on port %s.\n", config.listen_port);
     fflush(stdout);
 

@@ -268,7 +268,7 @@ static int read_number(lua_State *L, const char *path, const char *name, double 
     if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= min && lua_tonumber(L, -1) <= max) {
         *out = lua_tonumber(L, -1);
     } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be a number from %g to %g", name, min, max);
+        config_error(path, "setting '%s' must be a number from %.10g to %.10g", name, min, max);
         rc = -1;
     }
     lua_pop(L, 1);
@@ -407,6 +407,11 @@ static int read_limits(lua_State *L, const char *path, struct http_limits *limit
     if (read_number(L, path, "max_request_line", 8192, 256, 1048576, &line) == -1 ||
         read_number(L, path, "max_request_head", 32768, 256, 1048576, &head) == -1)
         return -1;
+    if (line != (double)(size_t)line || head != (double)(size_t)head) {
+        config_error(path, "setting '%s' must be a whole number of bytes",
+                     line != (double)(size_t)line ? "max_request_line" : "max_request_head");
+        return -1;
+    }
     if (head < line) {
         config_error(path, "setting 'max_request_head' (%g) must be at least 'max_request_line' (%g)",
                      head, line);

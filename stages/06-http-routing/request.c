@@ -10,7 +10,7 @@
  * chapter 09. The X-Forwarded-* and X-Real-IP headers are ours to set: a
  * client's own values would be lies a backend might believe. */
 static const char *const dropped_headers[] = {
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
+    "connection", "keep-alive", "proxy-connection", "te", "upgrade",
     "x-forwarded-proto", "x-forwarded-host", "x-real-ip",
 };
 
@@ -81,8 +81,35 @@ static int parse_host(const char *buf, struct http_span value, struct http_span 
     return 0;
 }
 
+/* If the target is in absolute form ("http://host:port/path"), finds the
+ * host name in it. Returns 1 and sets *host if so, 0 for any other form,
+ * -1 if the authority is not a plausible host. */
+static int target_host(const char *buf, struct http_span target, struct http_span *host)
+{
+    const char *t = buf + target.offset;
+    size_t skip, end;
+
+    if (target.length > 7 && http_span_is(buf, (struct http_span){ target.offset, 7 }, "http://"))
+        skip = 7;
+    else if (target.length > 8 && http_span_is(buf, (struct http_span){ target.offset, 8 }, "https://"))
+        skip = 8;
+    else
+        return 0;
+    for (end = skip; end < target.length; end++)
+        if (t[end] == '/' || t[end] == '?' || t[end] == '#')
+            break;
+    /* parse_host refuses user info ("user@host") along with anything else
+     * that is not a host and port. */
+    if (parse_host(buf, (struct http_span){ target.offset + skip, end - skip }, host) == -1 ||
+        host->length == 0)
+        return -1;
+    return 1;
+}
+
 int request_check(const struct http_request *req, const char *buf, struct request_info *info)
 {
+    struct http_span authority;
+    int absolute;
     int hosts = 0, lengths = 0, encodings = 0;
     uint64_t length = 0;
 
@@ -113,6 +140,15 @@ int request_check(const struct http_request *req, const char *buf, struct reques
     if ((req->minor_version == 1 && hosts == 0) || (lengths > 0 && encodings > 0) ||
         (encodings > 0 && req->minor_version == 0))
         return 400;
+    /* A target in absolute form names its host itself, and RFC 9112
+     * (section 3.2.2) says that name wins over Host. A backend might follow
+     * either one, so we route by the target and insist that they agree. */
+    absolute = target_host(buf, req->target, &authority);
+    if (absolute == -1 ||
+        (absolute == 1 && hosts > 0 && !http_span_equal(buf, authority, info->host)))
+        return 400;
+    if (absolute == 1)
+        info->host = authority;
     if (encodings > 0)
         body_framer_init_chunked(&info->body);
     else
@@ -176,6 +212,7 @@ int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const char *client_address,
                        struct buffer *out)
 {
+    bool content_length_sent = false;
     int rc = 0;
 
     /* The request line, as the client sent it. */
@@ -190,6 +227,12 @@ int request_write_head(const struct http_request *req, const char *buf,
         if (http_span_is(buf, h->name, "x-forwarded-for") ||
             name_in(buf, h->name, dropped_headers, COUNT(dropped_headers)))
             continue;
+        /* Identical duplicates of Content-Length were accepted; send one. */
+        if (http_span_is(buf, h->name, "content-length")) {
+            if (content_length_sent)
+                continue;
+            content_length_sent = true;
+        }
         if (!name_in(buf, h->name, essential_headers, COUNT(essential_headers)) &&
             listed_in_connection(req, buf, h->name))
             continue;

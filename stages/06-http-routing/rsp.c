@@ -11,6 +11,28 @@
 #include <signal.h>
 #include <stdio.h>
 
+static const char *balance_name(const struct pool *pool)
+{
+    return pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin";
+}
+
+/* Says what we serve: one line for the listener, one per site. */
+static void log_startup(const struct config *config)
+{
+    log_msg("listening on %s port %s", config->listen_host ? config->listen_host : "every address,",
+            config->listen_port);
+    for (size_t i = 0; i < config->router.count; i++) {
+        const struct site *site = &config->router.sites[i];
+        log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
+                site->pool.count, site->pool.count == 1 ? "" : "s", balance_name(&site->pool));
+    }
+    if (config->router.fallback != NULL)
+        log_msg("default site: %zu backend%s, %s", config->default_pool.count,
+                config->default_pool.count == 1 ? "" : "s", balance_name(&config->default_pool));
+    else
+        log_msg("no default site: requests for other hosts get 421");
+}
+
 int main(int argc, char *argv[])
 {
     struct config config;
@@ -36,9 +58,7 @@ int main(int argc, char *argv[])
         return 1;
     if (listener_start(listen_fd, &config) == -1)
         return 1;
-    log_msg("listening on %s port %s; %zu site%s%s", config.listen_host ? config.listen_host : "every address,",
-            config.listen_port, config.router.count, config.router.count == 1 ? "" : "s",
-            config.router.fallback ? " and a default site" : ", no default site");
+    log_startup(&config);
     printf("Started. Listening on port %s.\n", config.listen_port);
     fflush(stdout);
 
