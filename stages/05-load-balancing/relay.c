@@ -118,12 +118,22 @@ static void release_backend(struct relay *relay)
     relay->current->active--;
 }
 
-/* A connect to relay->address failed with `error`. Once every address of
- * the backend has failed, the backend is marked down. */
-static void attempt_failed(struct relay *relay, int error)
+/* A connect to relay->address failed with `error`. If that is our own
+ * shortage (out of file descriptors, memory or local ports), no backend is
+ * to blame and any other would fail the same way: returns false. Otherwise
+ * marks the backend down once every address of it has failed, and returns
+ * true: trying another backend makes sense. */
+static bool attempt_failed(struct relay *relay, int error)
 {
+    if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
+        error == EADDRNOTAVAIL) {
+        errno = error;
+        log_errno("cannot connect to backend %s", relay->current->name);
+        return false;
+    }
     if (relay->address->ai_next == NULL)
         backend_failed(relay->pool, relay->current, error);
+    return true;
 }
 
 /* Starts a connect to the next address of the current backend, or else to
@@ -145,7 +155,8 @@ static int connect_next(struct relay *relay)
         }
         fd = net_connect_start(relay->address);
         if (fd == -1) {
-            attempt_failed(relay, errno);
+            if (!attempt_failed(relay, errno))
+                return -1;
             continue;
         }
         connection_init(&relay->backend, fd, true, relay_handle, relay);
@@ -188,9 +199,9 @@ static void connect_finished(struct relay *relay)
         backend_succeeded(relay->pool, relay->current);
         return; /* settle() now lets the client's request flow */
     }
-    attempt_failed(relay, error);
+    bool retry = attempt_failed(relay, error);
     release_backend(relay);
-    if (connect_next(relay) == -1)
+    if (!retry || connect_next(relay) == -1)
         answer_bad_gateway(relay);
 }
 

@@ -96,12 +96,22 @@ static void fail_request(struct relay *relay, int status)
     connection_shutdown_write(&relay->client);
 }
 
-/* A connect to relay->address failed with `error`. Once every address of
- * the backend has failed, the backend is marked down. */
-static void attempt_failed(struct relay *relay, int error)
+/* A connect to relay->address failed with `error`. If that is our own
+ * shortage (out of file descriptors, memory or local ports), no backend is
+ * to blame and any other would fail the same way: returns false. Otherwise
+ * marks the backend down once every address of it has failed, and returns
+ * true: trying another backend makes sense. */
+static bool attempt_failed(struct relay *relay, int error)
 {
+    if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
+        error == EADDRNOTAVAIL) {
+        errno = error;
+        log_errno("cannot connect to backend %s", relay->current->name);
+        return false;
+    }
     if (relay->address->ai_next == NULL)
         backend_failed(relay->pool, relay->current, error);
+    return true;
 }
 
 /* Starts a connect to the next address of the current backend, or else to
@@ -123,7 +133,8 @@ static int connect_next(struct relay *relay)
         }
         fd = net_connect_start(relay->address);
         if (fd == -1) {
-            attempt_failed(relay, errno);
+            if (!attempt_failed(relay, errno))
+                return -1;
             continue;
         }
         connection_init(&relay->backend, fd, true, relay_handle, relay);
@@ -235,9 +246,9 @@ static void connect_finished(struct relay *relay)
         send_request(relay);
         return;
     }
-    attempt_failed(relay, error);
+    bool retry = attempt_failed(relay, error);
     release_backend(relay);
-    if (connect_next(relay) == -1)
+    if (!retry || connect_next(relay) == -1)
         answer_bad_gateway(relay);
 }
 
