@@ -292,29 +292,37 @@ static int read_default_site(lua_State *L, const char *path, struct config *conf
     return rc;
 }
 
-/* Checks a site name: a host name, or "*." and a host name. Writes it in
- * lower case, without the "*", to out. */
+/* Checks a site name: a host name, or "*." and a host name; a trailing
+ * dot is allowed ("example.com." is "example.com"), empty labels are not.
+ * Writes it in lower case to out, a wildcard as its suffix (".example.com"). */
 static int site_name(const char *text, size_t length, char *out, size_t size, bool *wildcard)
 {
+    size_t n = 0;
+
+    if (strlen(text) != length)
+        return -1;
     *wildcard = length > 2 && text[0] == '*' && text[1] == '.';
     if (*wildcard) {
-        text++;
-        length--;
+        text += 2;
+        length -= 2;
+        out[n++] = '.';
     }
-    if (length == 0 || length >= size || strlen(text) != length)
+    if (length > 0 && text[length - 1] == '.')
+        length--;
+    if (length == 0 || n + length >= size || text[length - 1] == '.')
         return -1;
     for (size_t i = 0; i < length; i++) {
         char c = text[i];
         if (c >= 'A' && c <= 'Z')
             c = (char)(c - 'A' + 'a');
+        if (c == '.' && (i == 0 || text[i - 1] == '.'))
+            return -1; /* an empty label */
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_'))
             return -1;
-        out[i] = c;
+        out[n++] = c;
     }
-    out[length] = '\0';
-    if (out[length - 1] == '.')
-        out[length - 1] = '\0'; /* "example.com." is "example.com" */
-    return out[0] == '\0' ? -1 : 0;
+    out[n] = '\0';
+    return 0;
 }
 
 /* sites = { ["NAME"] = { backends = {...}, balance = "..." }, ... } */
