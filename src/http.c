@@ -12,6 +12,7 @@
 
 enum state {
     S_START,           /* before the method, skipping empty lines */
+    S_START_LF,        /* saw CR on an empty line before the method */
     S_METHOD,
     S_TARGET,
     S_VERSION,
@@ -98,9 +99,12 @@ int http_parse_request(struct http_request *req, const char *buf, size_t len,
 
         switch (req->state) {
         case S_START:
-            if (c == '\r' || c == '\n') {
-                if (c == '\n')
-                    req->line_start = i + 1;
+            if (c == '\r') {
+                req->state = S_START_LF;
+                break;
+            }
+            if (c == '\n') {
+                req->line_start = i + 1;
                 break;
             }
             if (!is_token_char(c))
@@ -143,6 +147,13 @@ int http_parse_request(struct http_request *req, const char *buf, size_t len,
             } else if (!is_target_char(c)) {
                 return 400;
             }
+            break;
+
+        case S_START_LF:
+            if (c != '\n')
+                return 400; /* a bare CR */
+            req->line_start = i + 1;
+            req->state = S_START;
             break;
 
         case S_LINE_LF:
