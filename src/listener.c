@@ -3,6 +3,7 @@
 #include "listener.h"
 
 #include "log.h"
+#include "net.h"
 #include "reactor.h"
 #include "relay.h"
 
@@ -65,6 +66,8 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
             log_errno("accept4");
             return;
         }
+        if (net_set_nodelay(client_fd) == -1)
+            log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
         if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config) == -1)
             close(client_fd);
     }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -91,6 +92,8 @@ int net_connect_start(const struct addrinfo *address)
 
     if (fd == -1)
         return -1;
+    if (net_set_nodelay(fd) == -1)
+        log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
     /* On a non-blocking socket, EINPROGRESS means "started": the outcome
      * arrives later as writability. Even an immediate success takes that
      * same path, so there is only one way a connect completes. An EINTR
@@ -112,4 +115,11 @@ int net_connect_result(int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == -1)
         return errno;
     return error;
+}
+
+int net_set_nodelay(int fd)
+{
+    int one = 1;
+
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }

@@ -19,6 +19,11 @@ int net_listen(const char *host, const char *port);
  * if the connect failed at once. */
 int net_connect_start(const struct addrinfo *address);
 
+/* Turns off Nagle's algorithm on a TCP socket (TCP_NODELAY): we write
+ * each piece as soon as we have it, and must not wait for the peer's
+ * acknowledgement of the previous one. Returns 0, or -1 with errno set. */
+int net_set_nodelay(int fd);
+
 /* After a connecting socket became writable: 0 if it is connected, or the
  * errno value of why the connect failed. */
 int net_connect_result(int fd);
