@@ -15,6 +15,11 @@ PACKAGES=(
   curl                   # quick manual checks
   nginx                  # a real web server the tests put rsp in front of
   procps                 # ps, pgrep
+  clang                  # make asan and the fuzz harnesses (fuzz/)
+  libclang-rt-dev        # clang's sanitizer and libFuzzer runtimes (libclang_rt.fuzzer)
+  valgrind               # leak checks by hand (README, developer section)
+  wrk                    # keep-alive load for bench/run
+  gnuplot-nox            # bench/run's plot (PNG)
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -58,4 +63,11 @@ pkg-config --exists luajit || { echo "setup-env.sh: pkg-config cannot find luaji
 /usr/bin/python3 -c 'import pytest' || { echo "setup-env.sh: python3-pytest is not importable" >&2; exit 1; }
 command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || { echo "setup-env.sh: nginx is missing" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "setup-env.sh: wrk is missing" >&2; exit 1; }
+command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; exit 1; }
+command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
+# The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.
+printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+  clang -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null ||
+  { echo "setup-env.sh: clang cannot link libFuzzer (-fsanitize=fuzzer): is libclang-rt-dev installed?" >&2; exit 1; }
 echo "setup-env.sh: ready"

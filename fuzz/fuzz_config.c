@@ -1,0 +1,275 @@
+/* fuzz_config.c -- libFuzzer harness for loading the Lua config (config.c,
+ * router.c) from arbitrary Lua source.
+ *
+ * A config is a program, and an arbitrary program could exit the process,
+ * loop forever, eat all memory, write files or look names up in the DNS.
+ * The harness makes that safe without changing rsp, by interposing on three
+ * functions config.c calls (a definition in the executable wins over the
+ * shared library's, for config.o's calls as for everyone's; the real ones
+ * are found with dlsym(RTLD_NEXT)):
+ *
+ *  - luaL_openlibs: opens only base, table, string, math and bit (no io,
+ *    os, package, debug, jit, ffi: no exit, no files, no C calls), drops
+ *    dofile, loadfile, print and string.rep, turns the JIT off (so that the
+ *    count hook sees every instruction) and sets a hook that raises an error
+ *    after INSTRUCTION_BUDGET instructions, and an allocator that refuses
+ *    to let Lua's heap grow past MEMORY_BUDGET bytes. Lua reports both as
+ *    ordinary errors, which config_load turns into its one-line message.
+ *  - lua_close: puts LuaJIT's own allocator back first (else LuaJIT does
+ *    not release its arena, and every input would leak one).
+ *  - getaddrinfo: only numeric addresses and "localhost" are resolved (by
+ *    libc, without the DNS); any other name fails like an unknown host.
+ *  - The input is written to a memfd and loaded as /proc/self/fd/N.
+ *
+ * What stays different from rsp: configs that use os.getenv, io, require
+ * or string.rep fail here with an error. Everything config.c itself does
+ * runs as in rsp.
+ *
+ * Checked: config_load returns 0 or -1; on -1 it printed a message
+ * beginning "rsp: " and the path, and left nothing allocated; on 0 the
+ * config is sane (a port of 1..65535, limits in range, every pool with 1 to
+ * POOL_MAX_BACKENDS resolved backends, sites named in lower case, each
+ * routed to itself by router_route), and config_free releases everything
+ * (LeakSanitizer checks after each input). */
+#define _GNU_SOURCE
+#include "config.h"
+#include "router.h"
+
+#include <dlfcn.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <luajit.h>
+#include <lualib.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define INSTRUCTION_BUDGET 200000
+#define MEMORY_BUDGET (64 << 20)
+
+static FILE *report;       /* the real stderr, for our own messages */
+static char *messages;     /* what config.c printed for this input */
+static size_t messages_length;
+static int input_fd = -1;
+static char input_path[64];
+static long instructions;  /* used up, in units of HOOK_EVERY */
+static long long lua_bytes; /* Lua heap growth since the sandbox was set up */
+static lua_Alloc real_alloc;
+static void *real_alloc_ud;
+
+#define HOOK_EVERY 1000
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(report, "fuzz_config: property violated: %s\n  ", #cond); \
+            fprintf(report, __VA_ARGS__);                                    \
+            fprintf(report, "\nconfig.c printed: %.*s\n", (int)messages_length, \
+                    messages ? messages : "");                               \
+            abort();                                                         \
+        }                                                                    \
+    } while (0)
+
+/* -- the sandbox ------------------------------------------------------------ */
+
+static void count_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    if (++instructions > INSTRUCTION_BUDGET / HOOK_EVERY)
+        luaL_error(L, "fuzz: instruction budget exhausted");
+}
+
+static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    long long old = ptr != NULL ? (long long)osize : 0;
+
+    if ((long long)nsize > old && lua_bytes + ((long long)nsize - old) > MEMORY_BUDGET)
+        return NULL; /* Lua raises "not enough memory" */
+    void *p = real_alloc(real_alloc_ud, ptr, osize, nsize);
+    if (p != NULL || nsize == 0)
+        lua_bytes += (long long)nsize - old;
+    return p;
+}
+
+void luaL_openlibs(lua_State *L)
+{
+    static const luaL_Reg libs[] = {
+        { "", luaopen_base },
+        { LUA_TABLIBNAME, luaopen_table },
+        { LUA_STRLIBNAME, luaopen_string },
+        { LUA_MATHLIBNAME, luaopen_math },
+        { LUA_BITLIBNAME, luaopen_bit },
+    };
+
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        lua_pushcfunction(L, libs[i].func);
+        lua_pushstring(L, libs[i].name);
+        lua_call(L, 1, 0);
+    }
+    static const char *const dropped[] = { "dofile", "loadfile", "print" };
+    for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++) {
+        lua_pushnil(L);
+        lua_setfield(L, LUA_GLOBALSINDEX, dropped[i]);
+    }
+    lua_getfield(L, LUA_GLOBALSINDEX, "string");
+    lua_pushnil(L);
+    lua_setfield(L, -2, "rep");
+    lua_pop(L, 1);
+
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    instructions = 0;
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    /* The state exists already: count the growth from here on. */
+    real_alloc = lua_getallocf(L, &real_alloc_ud);
+    lua_bytes = 0;
+    lua_setallocf(L, budget_alloc, NULL);
+}
+
+/* LuaJIT's lua_close releases its allocator's arena only if the state
+ * still uses that allocator: put it back first. */
+void lua_close(lua_State *L)
+{
+    static void (*real)(lua_State *);
+
+    if (real == NULL)
+        real = (void (*)(lua_State *))dlsym(RTLD_NEXT, "lua_close");
+    CHECK(real != NULL, "no lua_close to call");
+    if (lua_getallocf(L, NULL) == budget_alloc)
+        lua_setallocf(L, real_alloc, real_alloc_ud);
+    real(L);
+}
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res)
+{
+    static int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    struct addrinfo h = hints != NULL ? *hints : (struct addrinfo){ 0 };
+
+    if (real == NULL)
+        real = (int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **))
+            dlsym(RTLD_NEXT, "getaddrinfo");
+    CHECK(real != NULL, "no getaddrinfo to call");
+    if (node != NULL && strcmp(node, "localhost") == 0)
+        node = "127.0.0.1";
+    h.ai_flags |= AI_NUMERICHOST;
+    return real(node, service, &h, res);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    report = stderr;
+    input_fd = memfd_create("rsp-fuzz-config.lua", 0);
+    if (input_fd == -1) {
+        perror("fuzz_config: memfd_create");
+        exit(1);
+    }
+    snprintf(input_path, sizeof input_path, "/proc/self/fd/%d", input_fd);
+    return 0;
+}
+
+/* -- the checks --------------------------------------------------------------- */
+
+static void check_pool(const struct pool *pool, const char *what)
+{
+    CHECK(pool->count >= 1 && pool->count <= POOL_MAX_BACKENDS && pool->backends != NULL,
+          "%s: %zu backends", what, pool->count);
+    CHECK(pool->balance == BALANCE_ROUND_ROBIN || pool->balance == BALANCE_LEAST_CONN,
+          "%s: balance %d", what, pool->balance);
+    CHECK(pool->down_time >= 0.001 && pool->down_time <= 86400, "%s: down_time %g", what,
+          pool->down_time);
+    for (size_t i = 0; i < pool->count; i++) {
+        const struct backend *b = &pool->backends[i];
+        CHECK(b->name != NULL && b->addresses != NULL, "%s: backend %zu not resolved", what, i);
+        CHECK(strchr(b->name, ':') != NULL, "%s: backend name \"%s\"", what, b->name);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(pool->backends[j].name, b->name) != 0, "%s: \"%s\" twice", what, b->name);
+    }
+}
+
+static void check_config(struct config *config)
+{
+    char *end;
+    long port = strtol(config->listen_port, &end, 10);
+
+    CHECK(*end == '\0' && port >= 1 && port <= 65535 && config->listen_port[0] != '0',
+          "listen port \"%s\"", config->listen_port);
+    CHECK(config->limits.max_line >= 256 && config->limits.max_line <= config->limits.max_head &&
+              config->limits.max_head <= 1048576,
+          "limits %zu, %zu", config->limits.max_line, config->limits.max_head);
+    CHECK(config->router.fallback != NULL || config->router.count > 0, "no site at all");
+    if (config->router.fallback != NULL) {
+        CHECK(config->router.fallback == &config->default_pool, "the default site");
+        check_pool(&config->default_pool, "default site");
+    }
+    for (size_t i = 0; i < config->router.count; i++) {
+        struct site *site = &config->router.sites[i];
+        const char *name = site->name;
+        size_t length = strlen(name);
+
+        CHECK(length > 0 && length < 256, "site %zu name length %zu", i, length);
+        for (size_t k = 0; k < length; k++)
+            CHECK(!(name[k] >= 'A' && name[k] <= 'Z'), "site name \"%s\" not in lower case", name);
+        CHECK(!site->wildcard || name[0] == '.', "wildcard site \"%s\"", name);
+        check_pool(&site->pool, name);
+        for (size_t j = 0; j < i; j++)
+            CHECK(config->router.sites[j].wildcard != site->wildcard ||
+                      strcmp(config->router.sites[j].name, name) != 0,
+                  "site \"%s\" twice", name);
+        if (!site->wildcard) {
+            /* An exact name is routed to its own site, whatever the case. */
+            char upper[256];
+            for (size_t k = 0; k <= length; k++)
+                upper[k] = (name[k] >= 'a' && name[k] <= 'z') ? (char)(name[k] - 32) : name[k];
+            CHECK(router_route(&config->router, name, length) == &site->pool, "route \"%s\"", name);
+            CHECK(router_route(&config->router, upper, length) == &site->pool, "route \"%s\"", upper);
+        } else {
+            /* "x" + ".example.com" goes to the wildcard site, unless an
+             * exact site or a longer wildcard claims it. */
+            char host[260];
+            snprintf(host, sizeof host, "x%s", name);
+            CHECK(router_route(&config->router, host, strlen(host)) != NULL, "route \"%s\"", host);
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
+{
+    struct config config;
+    FILE *out;
+
+    if (ftruncate(input_fd, 0) != 0 || pwrite(input_fd, data, len, 0) != (ssize_t)len) {
+        perror("fuzz_config: writing the input");
+        abort();
+    }
+    out = open_memstream(&messages, &messages_length);
+    CHECK(out != NULL, "open_memstream failed");
+    stderr = out; /* config.c's messages; ours go to `report` */
+    int rc = config_load(input_path, &config);
+    stderr = report;
+    fclose(out);
+    if (getenv("FUZZ_CONFIG_VERBOSE") != NULL)
+        fprintf(report, "config_load: %d; printed: %.*s", rc, (int)messages_length, messages);
+
+    CHECK(rc == 0 || rc == -1, "config_load returned %d", rc);
+    if (rc == -1) {
+        char prefix[80];
+        snprintf(prefix, sizeof prefix, "rsp: %s", input_path);
+        CHECK(messages_length > strlen(prefix) && strncmp(messages, prefix, strlen(prefix)) == 0,
+              "a failed load must print \"%s...\"", prefix);
+    } else {
+        check_config(&config);
+        config_free(&config);
+    }
+    free(messages);
+    messages = NULL;
+    messages_length = 0;
+    return 0;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus: fuzz/corpus/http/, chunked/ and config/.
+
+The seeds are checked in; this script documents what each one is and can
+rewrite them (./make-seeds.py from fuzz/). libFuzzer starts from these and
+keeps what it finds in fuzz/work/, which is not checked in."""
+
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+BROWSER = (b"GET /blog/2024/05/hello-world?utm_source=feed&x=%C3%A9 HTTP/1.1\r\n"
+           b"Host: www.example.com\r\n"
+           b"User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:126.0) Gecko/20100101 Firefox/126.0\r\n"
+           b"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8\r\n"
+           b"Accept-Language: en-US,en;q=0.5\r\n"
+           b"Accept-Encoding: gzip, deflate, br\r\n"
+           b"Referer: https://www.example.com/\r\n"
+           b"Cookie: session=abc123; theme=dark\r\n"
+           b"Connection: keep-alive\r\n"
+           b"Upgrade-Insecure-Requests: 1\r\n"
+           b"If-None-Match: \"5f3c-1a2b\"\r\n"
+           b"X-Name: Ren\xc3\xa9e \t \r\n"
+           b"\r\n")
+
+HTTP = {
+    "get-minimal": b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    "get-browser": BROWSER,
+    "get-http10-no-host": b"GET /index.html HTTP/1.0\r\n\r\n",
+    "get-bare-lf": b"GET / HTTP/1.1\nHost: a.example\nAccept: */*\n\n",
+    "get-leading-empty-lines": b"\r\n\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "post-content-length": b"POST /form HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                           b"Content-Length: 27\r\n\r\nname=rsp&comment=hello+world",
+    "post-chunked": b"POST /upload HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: yes\r\n\r\n",
+    "smuggle-cl-te": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG",
+    "smuggle-two-cl": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    "same-two-cl": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello",
+    "te-not-chunked": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+    "te-http10": b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "obs-fold": b"GET / HTTP/1.1\r\nHost: a\r\nX-Folded: first\r\n  second\r\n\r\n",
+    "space-before-colon": b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+    "bare-cr-header": b"GET / HTTP/1.1\r\nHost: a\rX-Evil: 1\r\n\r\n",
+    "bare-cr-request-line": b"GET / HTTP/1.1\rHost: a\r\n\r\n",
+    "http2-preface": b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    "http2-version": b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+    "version-junk": b"GET / HTTP/1.10\r\nHost: a\r\n\r\n",
+    "version-lowercase": b"GET / http/1.1\r\nHost: a\r\n\r\n",
+    "huge-target": b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
+    "huge-header": b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n",
+    "many-headers": b"GET / HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-H%d: %d\r\n" % (i, i) for i in range(101)) + b"\r\n",
+    "hop-by-hop": b"GET /chat HTTP/1.1\r\nHost: chat.example\r\nConnection: Upgrade, X-Secret ,content-length,\r\n"
+                  b"Upgrade: websocket\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nTrailer: X\r\nProxy-Connection: close\r\n"
+                  b"X-Secret: drop me\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2\r\nX-Forwarded-For:\r\n"
+                  b"X-Real-IP: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n\r\n",
+    "host-ipv6-port": b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    "host-odd": b"GET / HTTP/1.1\r\nHost: user@evil.example:80x\r\n\r\n",
+    "host-twice": b"GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
+    "host-empty": b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+    "absolute-form": b"GET http://example.com:8080/path?q=1 HTTP/1.1\r\nHost: example.com:8080\r\n\r\n",
+    "absolute-form-https-mismatch": b"GET https://a.example/x HTTP/1.1\r\nHost: b.example\r\n\r\n",
+    "connect-authority": b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    "options-star": b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+    "control-bytes": b"GET / HTTP/1.1\r\nHost: a\r\nX-Nul: a\x00b\r\nX-Del: \x7f\r\n\r\n",
+    "empty-value-blanks": b"GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Blank: \t \r\n\r\n",
+    "pipelined": b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "two-spaces": b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "no-target": b"GET HTTP/1.1\r\n\r\n",
+    "long-content-length": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+}
+
+CHUNKED = {
+    "simple": b"5\r\nhello\r\n0\r\n\r\n",
+    "several-chunks": b"4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n",
+    "hex-cases": b"a\r\n0123456789\r\nA\r\n0123456789\r\n00\r\n\r\n",
+    "extensions": b"5;name=value;quoted=\"a b;c\"\r\nhello\r\n0;last; x=\"\t\"\r\n\r\n",
+    "trailers": b"3\r\nabc\r\n0\r\nExpires: Wed, 21 Oct 2015 07:28:00 GMT\r\nX-Checksum: \t1234\r\n\r\n",
+    "then-next-request": b"3\r\nabc\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n",
+    "leading-zeros": b"0000005\r\nhello\r\n000\r\n\r\n",
+    "largest-size": b"fffffffffffffff\r\nonly a little of it",
+    "size-overflow": b"10000000000000000\r\nx\r\n0\r\n\r\n",
+    "bare-lf": b"5\nhello\n0\n\n",
+    "missing-crlf-after-data": b"5\r\nhelloX0\r\n\r\n",
+    "size-with-space": b"5 \r\nhello\r\n0\r\n\r\n",
+    "size-0x": b"0x5\r\nhello\r\n0\r\n\r\n",
+    "negative-size": b"-5\r\nhello\r\n0\r\n\r\n",
+    "long-extension": b"1;" + b"e" * 5000 + b"\r\nx\r\n0\r\n\r\n",
+    "trailer-fold": b"0\r\nX-A: 1\r\n continued\r\n\r\n",
+    "data-looks-like-end": b"c\r\n0\r\n\r\n0\r\n\r\n\r\n0\r\n\r\n",
+    "big-chunk": b"400\r\n" + bytes(range(256)) * 4 + b"\r\n0\r\n\r\n",
+    "empty-size": b"\r\n0\r\n\r\n",
+    "cr-in-trailer": b"0\r\nX-A: 1\rX-B: 2\r\n\r\n",
+}
+
+CONFIG = {
+    "quickstart.lua": b'listen = "127.0.0.1:8000"\nbackends = { "127.0.0.1:8001" }\n',
+    "personal-site.lua": b'-- two app servers\nlisten = 80\nbackends = {\n  "127.0.0.1:8080",\n  "127.0.0.1:8081",\n}\n'
+                         b'balance = "least_conn"\ndown_time = 5\n',
+    "sites.lua": b'listen = "[::1]:8000"\nbackends = { "127.0.0.1:8001" }\nsites = {\n'
+                 b'  ["www.example.com"] = { backends = { "127.0.0.1:8002", "[::1]:8003" }, balance = "least_conn" },\n'
+                 b'  ["*.example.com"] = { backends = { "localhost:8004" } },\n'
+                 b'  ["Blog.Example.ORG."] = { backends = { "127.0.0.1:8005" } },\n}\n'
+                 b'max_request_line = 4096\nmax_request_head = 16384\ndown_time = 0.5\n',
+    "sites-only.lua": b'listen = 8080\nsites = { ["a.test"] = { backends = { "127.0.0.1:1" } } }\n',
+    "computed.lua": b'local base = 8000\nlisten = tostring(base)\nbackends = {}\n'
+                    b'for i = 1, 64 do backends[#backends + 1] = "127.0.0.1:" .. (base + i) end\n',
+    "too-many-backends.lua": b'listen = 1\nbackends = {}\nfor i = 1, 65 do backends[i] = "127.0.0.1:" .. i end\n',
+    "bad-values.lua": b'listen = "0008000"\nbackends = { "127.0.0.1:80", "127.0.0.1:80" }\nbalance = "random"\n'
+                      b'down_time = 0/0\nmax_request_line = 2048\nmax_request_head = 1024\n',
+    "bad-types.lua": b'listen = { 80 }\nbackends = "127.0.0.1:80"\nsites = { [1] = {}, [true] = 1, ["x\\0y"] = {} }\n',
+    "old-names.lua": b'listenPort = 8000\nbackendAddress = "127.0.0.1"\nbackendPort = 8001\n',
+    "metatable-on-G.lua": b'setmetatable(_G, { __index = function(t, k) error("no " .. k) end,\n'
+                          b'  __newindex = function(t, k, v) rawset(t, k, v) end })\nlisten = 8000\n'
+                          b'backends = setmetatable({}, { __len = function() return 64 end, __index = function() return 1 end })\n',
+    "gc-finalizers.lua": b'listen = 8000\nbackends = { "127.0.0.1:1" }\nlocal keep = {}\nfor i = 1, 50 do\n'
+                         b'  local p = newproxy(true)\n  getmetatable(p).__gc = function() error("boom") end\n  keep[i] = p\nend\n'
+                         b'collectgarbage("setpause", 1)\n',
+    "errors.lua": b'listen = 8000\nbackends = { "127.0.0.1:1" }\nif #backends == 1 then error({ "not a string" }) end\n',
+    "syntax-error.lua": b'listen = 8000\nbackends = { "127.0.0.1:1" \n[[unfinished long string\n',
+    "sites-twice.lua": b'listen = 8000\nsites = { ["Example.com"] = { backends = { "127.0.0.1:1" } },\n'
+                       b'  ["example.com."] = { backends = { "127.0.0.1:2" } } }\nmax_request_line = 300.5\n',
+    "hosts.lua": b'listen = "host.example:80"\nbackends = { "[::1]", "::1:80", "[::1]:0", "[fe80::1%lo]:80", "1.2.3.4:65536", ":80" }\n',
+}
+
+
+def write(kind, seeds):
+    directory = os.path.join(HERE, "corpus", kind)
+    os.makedirs(directory, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    write("http", HTTP)
+    write("chunked", CHUNKED)
+    write("config", CONFIG)
