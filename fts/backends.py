@@ -343,3 +343,105 @@ http {{
                 self.process.kill()
                 self.process.wait()
         self._out.close()
+
+
+# -- a backend that records requests byte for byte (stage 06 on) -------------
+
+class _ConnReader:
+    """Buffered reads from a socket, for parsing a request by hand."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.data = bytearray()
+        self.pos = 0  # bytes of data consumed by the parser
+
+    def _fill(self):
+        chunk = self.conn.recv(65536)
+        if not chunk:
+            raise EOFError
+        self.data += chunk
+
+    def until(self, delimiter):
+        """The bytes up to and including the next `delimiter`."""
+        while True:
+            end = self.data.find(delimiter, self.pos)
+            if end != -1:
+                end += len(delimiter)
+                piece, self.pos = bytes(self.data[self.pos:end]), end
+                return piece
+            self._fill()
+
+    def exactly(self, n):
+        while len(self.data) - self.pos < n:
+            self._fill()
+        piece, self.pos = bytes(self.data[self.pos:self.pos + n]), self.pos + n
+        return piece
+
+    def rest_until_eof(self):
+        """Everything the peer sends until it closes."""
+        try:
+            while True:
+                self._fill()
+        except (EOFError, ConnectionResetError):
+            pass
+        return bytes(self.data)
+
+
+def _read_framed_request(reader):
+    """Reads one request from reader: the head, then the body as its
+    Content-Length or chunked coding frames it (a strict chunked parser).
+    Returns (head, body), body with its chunked framing kept."""
+    head = reader.until(b"\r\n\r\n")
+    fields = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if sep:
+            fields.setdefault(name.strip().lower(), []).append(value.strip())
+    if fields.get(b"transfer-encoding") == [b"chunked"]:
+        body = bytearray()
+        while True:
+            size_line = reader.until(b"\r\n")
+            body += size_line
+            size = int(size_line[:-2].split(b";")[0], 16)
+            if size == 0:
+                break
+            data = reader.exactly(size + 2)
+            if not data.endswith(b"\r\n"):
+                raise ValueError("chunk data not followed by CRLF")
+            body += data
+        while True:  # trailer fields, then the empty line
+            line = reader.until(b"\r\n")
+            body += line
+            if line == b"\r\n":
+                return head, bytes(body)
+    lengths = fields.get(b"content-length", [b"0"])
+    return head, reader.exactly(int(lengths[0]))
+
+
+def record_request(conn, backend):
+    """A RawBackend handler that shows exactly what arrived: it reads one
+    request (head, and a body framed by Content-Length or chunked), answers
+    200 with JSON {"head": the head as latin-1 text, "body_length",
+    "body_sha256"}, half-closes, and then reads on until the peer closes.
+    Every byte received on the connection, the request and anything after
+    it, is recorded (backend.received). A request it cannot parse gets a
+    500 (still recorded)."""
+    reader = _ConnReader(conn)
+    try:
+        head, body = _read_framed_request(reader)
+    except EOFError:
+        backend.record(bytes(reader.data))
+        return
+    except ValueError as e:
+        answer = json.dumps({"error": str(e)}).encode()
+        status = b"500 Internal Server Error"
+    else:
+        answer = json.dumps({"head": head.decode("latin-1"), "body_length": len(body),
+                             "body_sha256": hashlib.sha256(body).hexdigest()}).encode()
+        status = b"200 OK"
+    try:
+        conn.sendall(b"HTTP/1.0 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                     b"X-Backend: recorder\r\n\r\n%s" % (status, len(answer), answer))
+        conn.shutdown(socket.SHUT_WR)
+    finally:
+        backend.record(reader.rest_until_eof())

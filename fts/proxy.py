@@ -56,8 +56,11 @@ def stage3_settings(listen_port, backend):
 
 
 def lua_value(value):
-    """Lua source text for a Python value: a str, int, float or bool, or a
-    list or tuple of those (a Lua sequence)."""
+    """Lua source text for a Python value: a str, int, float or bool, a
+    list or tuple of values (a Lua sequence), or a dict of them (a Lua
+    table with keys in brackets: { ["a.example.com"] = ... })."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"[{lua_value(k)}] = {lua_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -93,12 +96,50 @@ def stage5_settings(listen_port, backends, options=None):
     return settings
 
 
+# Stage 06 adds: sites (a dict of site name -> list of backends, or ->
+# {"backends": [...], "balance": "..."}), max_request_line, max_request_head.
+STAGE6_OPTIONS = ("sites", "max_request_line", "max_request_head")
+
+
+def sites_value(sites):
+    """The `sites` setting as a Python value for lua_value(): each site's
+    backends (objects with .host and .port, or pairs) become "HOST:PORT"."""
+    value = {}
+    for name, site in sites.items():
+        if not isinstance(site, dict):
+            site = {"backends": site}
+        site = dict(site)
+        site["backends"] = [host_port(*backend_address(b)) for b in site["backends"]]
+        value[name] = site
+    return value
+
+
+def stage6_settings(listen_port, backends, options=None):
+    """The stage 06 config globals, as Lua source text: those of stage 05
+    (without `backends` if there are none: then only the sites are served)
+    and any of STAGE6_OPTIONS given in `options`."""
+    options = dict(options or {})
+    extra = {name: options.pop(name) for name in STAGE6_OPTIONS if name in options}
+    settings = stage5_settings(listen_port, backends, options)
+    if not backends:
+        del settings["backends"]
+    if "sites" in extra:
+        extra["sites"] = sites_value(extra["sites"])
+    settings.update((name, lua_value(value)) for name, value in extra.items())
+    return settings
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
     config files go into workdir. `options` (stage 05 on) sets more of the
     config, as Python values: listen (then it must name listen_port),
-    balance, down_time."""
+    balance, down_time; from stage 06 also sites, max_request_line and
+    max_request_head (see STAGE6_OPTIONS), and `backends` may be empty when
+    there are sites."""
+    if stage <= 5 and options and set(options) & set(STAGE6_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE6_OPTIONS)))} (stage 06 on)")
     if stage <= 4 and len(backends) != 1:
         raise ValueError(f"stage {stage:02d} supports exactly one backend, got {len(backends)}")
     if stage <= 4 and options:
@@ -108,8 +149,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         return [str(listen_port), host, str(port)]
     if stage <= 4:  # rsp CONFIG.lua, with listenPort, backendAddress, backendPort
         settings = stage3_settings(listen_port, backends[0])
-    else:           # rsp CONFIG.lua, with listen, a list of backends, balance, down_time
+    elif stage <= 5:  # rsp CONFIG.lua, with listen, a list of backends, balance, down_time
         settings = stage5_settings(listen_port, backends, options)
+    else:             # the same, plus sites and the request-head limits
+        settings = stage6_settings(listen_port, backends, options)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(lua_config(settings))

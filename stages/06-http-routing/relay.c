@@ -64,6 +64,7 @@ struct relay {
     const struct addrinfo *address;  /* which of its addresses */
     uint64_t tried;                  /* backends tried for this request */
     bool response_started;           /* a byte of the response reached the client's queue */
+    bool head_method;                /* a HEAD request: answers carry no body */
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     char client_address[INET6_ADDRSTRLEN];
 };
@@ -80,6 +81,18 @@ static void release_backend(struct relay *relay)
     relay->current->active--;
 }
 
+/* True if the request's method is HEAD, as far as we know it: the parser
+ * may have stopped before or after the request line. */
+static bool is_head_request(const struct relay *relay)
+{
+    const struct http_span method = relay->request.method;
+
+    if (relay->head_method)
+        return true;
+    return relay->head.data != NULL && method.length == 4 &&
+           memcmp(relay->head.data + method.offset, "HEAD", 4) == 0;
+}
+
 /* The request cannot go on: answer it ourselves with `status` (unless part
  * of a response was already sent: then there is nothing sensible to say and
  * the client is simply cut off), drop the backend, and drain the client. */
@@ -91,7 +104,7 @@ static void fail_request(struct relay *relay, int status)
         connection_fail(&relay->client);
         return;
     }
-    reply_error(&relay->client, status);
+    reply_error(&relay->client, status, is_head_request(relay));
     relay->response_started = true;
     connection_shutdown_write(&relay->client);
 }
@@ -173,6 +186,7 @@ static void request_ready(struct relay *relay)
     const char *buf = relay->head.data;
     int status = request_check(&relay->request, buf, &relay->info);
 
+    relay->head_method = is_head_request(relay);
     if (status != 0) {
         fail_request(relay, status);
         return;

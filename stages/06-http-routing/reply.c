@@ -29,7 +29,7 @@ static const char *explanation(int status)
     }
 }
 
-void reply_error(struct connection *c, int status)
+void reply_error(struct connection *c, int status, bool head_only)
 {
     char body[512], response[1024];
     int body_len, len;
@@ -45,6 +45,6 @@ void reply_error(struct connection *c, int status)
                    "Content-Length: %d\r\n"
                    "Connection: close\r\n"
                    "\r\n%s",
-                   status, reason_phrase(status), body_len, body);
+                   status, reason_phrase(status), body_len, head_only ? "" : body);
     connection_write(c, response, (size_t)len);
 }
