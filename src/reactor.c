@@ -4,11 +4,15 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
-/* The one epoll instance, created by reactor_init() from main(). */
+/* The one epoll instance, created by reactor_init() from main(), and
+ * whether reactor_run should go on. */
 static int epoll_fd = -1;
+static bool running;
 
 int reactor_init(void)
 {
@@ -39,9 +43,10 @@ int reactor_remove(struct epoll_event_handler *handler)
     return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, handler->fd, NULL);
 }
 
-void reactor_run(void)
+int reactor_run(void)
 {
-    for (;;) {
+    running = true;
+    while (running) {
         /* One event per wait. A handler may free itself and its partner
          * while it runs; if we had fetched several events at once, a later
          * one could point at that freed memory. With one at a time, the
@@ -54,11 +59,24 @@ void reactor_run(void)
             if (errno == EINTR)
                 continue;
             log_errno("epoll_wait");
-            return;
+            return -1;
         }
         if (n == 1) {
             struct epoll_event_handler *handler = event.data.ptr;
             handler->handle(handler, event.events);
         }
     }
+    return 0;
+}
+
+void reactor_stop(void)
+{
+    running = false;
+}
+
+void reactor_close(void)
+{
+    if (epoll_fd != -1 && close(epoll_fd) == -1)
+        log_errno("close epoll fd");
+    epoll_fd = -1;
 }

@@ -28,8 +28,15 @@ int reactor_modify(struct epoll_event_handler *handler, uint32_t events);
  * number is reused at once by the next socket we open. */
 int reactor_remove(struct epoll_event_handler *handler);
 
-/* Waits for events and calls their handlers, forever. Returns only if
- * epoll_wait fails for a reason other than a signal. */
-void reactor_run(void);
+/* Waits for events and calls their handlers until reactor_stop is called.
+ * Returns 0 then, or -1 if epoll_wait fails for a reason other than a
+ * signal. */
+int reactor_run(void);
+
+/* Makes reactor_run return once the handler now running is done. */
+void reactor_stop(void);
+
+/* Closes the epoll instance; call after reactor_run has returned. */
+void reactor_close(void);
 
 #endif

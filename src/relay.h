@@ -5,6 +5,12 @@
 #include <sys/socket.h>
 
 struct config;
+struct relay;
+
+/* Every relay alive, so that they can all be closed when rsp stops. */
+struct relay_set {
+    struct relay *first;
+};
 
 /* Takes charge of a newly accepted, non-blocking client socket whose peer
  * address is address/length: reads the request head, routes it by Host to
@@ -13,9 +19,13 @@ struct config;
  * body exactly as framed, and delivers the response however slowly the
  * client reads. Requests rsp cannot or will not forward are answered by rsp
  * itself (400, 414, 421, 431, 502, 505). When everything is done the relay
- * closes both sockets and frees itself. Returns 0 (the relay owns
- * client_fd), or -1 if out of memory (the caller still owns it). */
+ * closes both sockets and frees itself. The relay belongs to `set` while it
+ * lives. Returns 0 (the relay owns client_fd), or -1 if out of memory (the
+ * caller still owns it). */
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
-                struct config *config);
+                struct config *config, struct relay_set *set);
+
+/* Closes every relay of set at once, whatever it was doing. */
+void relay_close_all(struct relay_set *set);
 
 #endif

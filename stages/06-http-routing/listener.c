@@ -17,6 +17,7 @@
 struct listener {
     struct epoll_event_handler handler;
     struct config *config;
+    struct relay_set *relays;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
 };
@@ -68,30 +69,43 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
         }
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
-        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config) == -1)
+        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config,
+                        listener->relays) == -1)
             close(client_fd);
     }
 }
 
-int listener_start(int listen_fd, struct config *config)
+struct listener *listener_start(int listen_fd, struct config *config, struct relay_set *relays)
 {
     struct listener *listener = malloc(sizeof *listener);
 
     if (listener == NULL) {
         log_msg("out of memory");
-        return -1;
+        return NULL;
     }
     listener->handler.fd = listen_fd;
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
     listener->config = config;
+    listener->relays = relays;
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (listener->spare_fd == -1 || reactor_add(&listener->handler, EPOLLIN) == -1) {
         log_errno("listener_start");
         if (listener->spare_fd != -1)
             close(listener->spare_fd);
         free(listener);
-        return -1;
+        return NULL;
     }
-    return 0;
+    return listener;
+}
+
+void listener_stop(struct listener *listener)
+{
+    if (reactor_remove(&listener->handler) == -1)
+        log_errno("epoll_ctl(DEL) listener");
+    if (close(listener->handler.fd) == -1)
+        log_errno("close listener");
+    if (listener->spare_fd != -1 && close(listener->spare_fd) == -1)
+        log_errno("close spare fd");
+    free(listener);
 }

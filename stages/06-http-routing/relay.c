@@ -52,6 +52,8 @@
 enum phase { PHASE_HEAD, PHASE_CONNECTING, PHASE_BODY, PHASE_DRAIN };
 
 struct relay {
+    struct relay_set *set;           /* the relays alive, a list through prev/next */
+    struct relay *prev, *next;
     struct connection client;
     struct connection backend;       /* no socket until a connect starts */
     struct config *config;
@@ -377,6 +379,12 @@ static void backend_readable(struct relay *relay)
 /* Frees the relay. Nothing of it may be touched afterwards. */
 static void relay_close(struct relay *relay)
 {
+    if (relay->prev != NULL)
+        relay->prev->next = relay->next;
+    else
+        relay->set->first = relay->next;
+    if (relay->next != NULL)
+        relay->next->prev = relay->prev;
     connection_close(&relay->client);
     release_backend(relay);
     buffer_free(&relay->head);
@@ -460,8 +468,14 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
+void relay_close_all(struct relay_set *set)
+{
+    while (set->first != NULL)
+        relay_close(set->first);
+}
+
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
-                struct config *config)
+                struct config *config, struct relay_set *set)
 {
     struct relay *relay = calloc(1, sizeof *relay);
 
@@ -470,6 +484,11 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
         log_msg("out of memory accepting a client");
         return -1;
     }
+    relay->set = set;
+    relay->next = set->first;
+    if (set->first != NULL)
+        set->first->prev = relay;
+    set->first = relay;
     relay->config = config;
     relay->phase = PHASE_HEAD;
     relay->head = (struct buffer)BUFFER_INIT;
