@@ -281,7 +281,12 @@ def close_at_once(conn, backend):
 
 class Nginx:
     """nginx serving directory `root` on a free loopback port, with every
-    file it writes kept in `workdir`."""
+    file it writes kept in `workdir`, and room for `worker_connections`
+    connections at once: up to stage 05 rsp connects to the backend as
+    soon as it accepts a client, so a burst of clients that go away at
+    once briefly holds thousands of backend connections, and with too few
+    nginx would close some still waiting for their request ("worker_connections
+    are not enough, reusing connections"), failing clients of the proxy."""
 
     BINARY_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
@@ -292,7 +297,7 @@ class Nginx:
                 return path
         return shutil.which("nginx")
 
-    def __init__(self, binary, root, workdir):
+    def __init__(self, binary, root, workdir, worker_connections=4096):
         self.host = LOOPBACK
         self.port = free_port()
         self.workdir = workdir
@@ -308,7 +313,7 @@ worker_processes 1;
 user {user} {group};
 pid {temp('nginx.pid')};
 error_log {temp('error.log')} info;
-events {{ worker_connections 256; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
     access_log {temp('access.log')};
     client_body_temp_path {temp('client_body')};

@@ -159,6 +159,19 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     return [path]
 
 
+_sanitized = {}
+
+
+def is_sanitized(binary):
+    """True if `binary` was built with AddressSanitizer (make asan). Its
+    allocator keeps freed memory in quarantine (up to 256 MiB), so its RSS
+    says nothing about leaks; LeakSanitizer checks those at exit instead."""
+    if binary not in _sanitized:
+        with open(binary, "rb") as f:
+            _sanitized[binary] = b"AddressSanitizer" in f.read()
+    return _sanitized[binary]
+
+
 def count_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
