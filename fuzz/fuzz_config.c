@@ -30,9 +30,16 @@
  * config is sane (a port of 1..65535, limits in range, every pool with 1 to
  * POOL_MAX_BACKENDS resolved backends, sites named in lower case, each
  * routed to itself by router_route), and config_free releases everything
- * (LeakSanitizer checks after each input). */
+ * (LeakSanitizer checks after each input). With a route function, route is
+ * called for three fixed requests: whatever it does, route_call returns one
+ * of its outcomes, a pool only from `pools`, and an answer only as one
+ * complete, well-formed response (see check_answer); loops are cut by
+ * route's own time limit, set to 5 ms here. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "http.h"
+#include "request.h"
+#include "route.h"
 #include "router.h"
 
 #include <dlfcn.h>
@@ -46,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -194,6 +202,15 @@ static void check_pool(const struct pool *pool, const char *what)
     }
 }
 
+/* The index of pool among the config's named pools, or -1. */
+static int named_pool_index(const struct config *config, const struct pool *pool)
+{
+    for (size_t i = 0; i < config->pool_count; i++)
+        if (pool == &config->pools[i].pool)
+            return (int)i;
+    return -1;
+}
+
 static void check_config(struct config *config)
 {
     char *end;
@@ -204,7 +221,17 @@ static void check_config(struct config *config)
     CHECK(config->limits.max_line >= 256 && config->limits.max_line <= config->limits.max_head &&
               config->limits.max_head <= 1048576,
           "limits %zu, %zu", config->limits.max_line, config->limits.max_head);
-    CHECK(config->router.fallback != NULL || config->router.count > 0, "no site at all");
+    CHECK(config->router.fallback != NULL || config->router.count > 0 || config->route.L != NULL,
+          "no site and no route");
+    for (size_t i = 0; i < config->pool_count; i++) {
+        const char *name = config->pools[i].name;
+        CHECK(name != NULL && strlen(name) >= 1 && strlen(name) <= 64, "pool %zu's name", i);
+        CHECK(i == 0 || strcmp(config->pools[i - 1].name, name) < 0, "pools not sorted by name");
+        check_pool(&config->pools[i].pool, name);
+    }
+    CHECK(config->route.L == NULL ||
+              (config->route_time_limit >= 0.001 && config->route_time_limit <= 10),
+          "route_time_limit %g", config->route_time_limit);
     if (config->router.fallback != NULL) {
         CHECK(config->router.fallback == &config->default_pool, "the default site");
         check_pool(&config->default_pool, "default site");
@@ -218,7 +245,9 @@ static void check_config(struct config *config)
         for (size_t k = 0; k < length; k++)
             CHECK(!(name[k] >= 'A' && name[k] <= 'Z'), "site name \"%s\" not in lower case", name);
         CHECK(!site->wildcard || name[0] == '.', "wildcard site \"%s\"", name);
-        check_pool(&site->pool, name);
+        check_pool(site->pool, name);
+        CHECK(site->pool == &site->own || named_pool_index(config, site->pool) >= 0,
+              "site \"%s\": a pool that is neither its own nor a named one", name);
         for (size_t j = 0; j < i; j++)
             CHECK(config->router.sites[j].wildcard != site->wildcard ||
                       strcmp(config->router.sites[j].name, name) != 0,
@@ -228,8 +257,8 @@ static void check_config(struct config *config)
             char upper[256];
             for (size_t k = 0; k <= length; k++)
                 upper[k] = (name[k] >= 'a' && name[k] <= 'z') ? (char)(name[k] - 32) : name[k];
-            CHECK(router_route(&config->router, name, length) == &site->pool, "route \"%s\"", name);
-            CHECK(router_route(&config->router, upper, length) == &site->pool, "route \"%s\"", upper);
+            CHECK(router_route(&config->router, name, length) == site->pool, "route \"%s\"", name);
+            CHECK(router_route(&config->router, upper, length) == site->pool, "route \"%s\"", upper);
         } else {
             /* "x" + ".example.com" goes to the wildcard site, unless an
              * exact site or a longer wildcard claims it. */
@@ -237,6 +266,105 @@ static void check_config(struct config *config)
             snprintf(host, sizeof host, "x%s", name);
             CHECK(router_route(&config->router, host, strlen(host)) != NULL, "route \"%s\"", host);
         }
+    }
+}
+
+/* -- route ---------------------------------------------------------------- */
+
+/* The requests route is asked about. */
+static const char *const requests[] = {
+    ("GET /a/../b/%61?x=1&y HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\nX-A: 1\r\nx-a: 2\r\n"
+     "User-Agent: fuzz\r\n\r\n"),
+    "HEAD / HTTP/1.0\r\n\r\n",
+    "POST http://h.example/p HTTP/1.1\r\nHost: h.example\r\nContent-Length: 3\r\n\r\nabc",
+};
+
+/* Checks that answer[0..length) is one complete, well-formed response: a
+ * status line with a status from 200 to 599, header lines of a token, a
+ * colon and a value without control characters, Connection: close, a
+ * Content-Length that matches the body (none for 204 and 304), and for a
+ * HEAD request no body at all. */
+static void check_answer(const char *answer, size_t length, bool head_only)
+{
+    const char *end = answer + length, *line = answer, *eol;
+    long content_length = -1;
+    bool connection_close = false;
+    int status;
+
+    CHECK(length > 17 && memcmp(answer, "HTTP/1.1 ", 9) == 0, "status line: %.*s", (int)length, answer);
+    status = atoi(answer + 9);
+    CHECK(status >= 200 && status <= 599, "status %d", status);
+    eol = memmem(line, (size_t)(end - line), "\r\n", 2);
+    CHECK(eol != NULL, "no end to the status line");
+    for (line = eol + 2; line < end; line = eol + 2) {
+        const char *colon;
+
+        eol = memmem(line, (size_t)(end - line), "\r\n", 2);
+        CHECK(eol != NULL, "a header line without CRLF");
+        if (eol == line)
+            break; /* the empty line */
+        colon = memchr(line, ':', (size_t)(eol - line));
+        CHECK(colon != NULL && colon > line && colon[1] == ' ', "header line \"%.*s\"",
+              (int)(eol - line), line);
+        for (const char *c = line; c < colon; c++)
+            CHECK(*c > 32 && *c < 127 && strchr("\"(),/:;<=>?@[\\]{}", *c) == NULL,
+                  "header name \"%.*s\"", (int)(colon - line), line);
+        for (const char *c = colon + 2; c < eol; c++)
+            CHECK(((unsigned char)*c >= 32 || *c == '\t') && *c != 127, "a control character in \"%.*s\"",
+                  (int)(eol - line), line);
+        if (colon - line == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
+            CHECK(content_length == -1, "two Content-Length headers");
+            content_length = strtol(colon + 2, NULL, 10);
+        }
+        if (eol - line == 17 && memcmp(line, "Connection: close", 17) == 0)
+            connection_close = true;
+    }
+    CHECK(line < end && eol == line, "no empty line after the headers");
+    size_t body = (size_t)(end - (eol + 2));
+    CHECK(connection_close, "no Connection: close");
+    if (status == 204 || status == 304) {
+        CHECK(content_length == -1 && body == 0, "a %d with a body or a length", status);
+    } else {
+        CHECK(content_length >= 0, "no Content-Length");
+        CHECK(head_only ? body == 0 : body == (size_t)content_length,
+              "Content-Length %ld, body %zu bytes, HEAD %d", content_length, body, head_only);
+    }
+}
+
+static void check_route(struct config *config)
+{
+    static const struct http_limits limits = { 8192, 32768 };
+
+    /* A fuzzed route_time_limit may be 10 s; loops are cut sooner here. */
+    config->route.time_limit = 0.005;
+    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++) {
+        struct http_request req;
+        struct request_info info;
+        const char *buf = requests[i];
+        struct route_request rq = { &req, buf, &info, "192.0.2.1" };
+        struct buffer answer = BUFFER_INIT;
+        struct pool *pool = (struct pool *)1;
+        bool head_only = strncmp(buf, "HEAD", 4) == 0;
+
+        http_request_init(&req);
+        CHECK(http_parse_request(&req, buf, strlen(buf), &limits) == HTTP_DONE, "request %zu", i);
+        CHECK(request_check(&req, buf, &info) == 0, "request %zu", i);
+        switch (route_call(&config->route, &rq, head_only, &pool, &answer)) {
+        case ROUTE_DEFAULT:
+        case ROUTE_FAILED:
+            CHECK(buffer_length(&answer) == 0, "an answer without ROUTE_ANSWER");
+            break;
+        case ROUTE_POOL:
+            CHECK(named_pool_index(config, pool) >= 0, "ROUTE_POOL with a pool not named in 'pools'");
+            CHECK(buffer_length(&answer) == 0, "an answer with ROUTE_POOL");
+            break;
+        case ROUTE_ANSWER:
+            check_answer(answer.data + answer.start, buffer_length(&answer), head_only);
+            break;
+        default:
+            CHECK(false, "route_call returned something else");
+        }
+        buffer_free(&answer);
     }
 }
 
@@ -266,6 +394,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
               "a failed load must print \"%s...\"", prefix);
     } else {
         check_config(&config);
+        if (config.route.L != NULL) {
+            free(messages);
+            messages = NULL;
+            out = open_memstream(&messages, &messages_length);
+            CHECK(out != NULL, "open_memstream failed");
+            stderr = out; /* route's log lines */
+            check_route(&config);
+            stderr = report;
+            fclose(out);
+        }
         config_free(&config);
     }
     free(messages);

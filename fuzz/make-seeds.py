@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus: fuzz/corpus/http/, chunked/ and config/.
+"""Writes the seed corpus: fuzz/corpus/http/, chunked/, config/ and path/.
 
 The seeds are checked in; this script documents what each one is and can
 rewrite them (./make-seeds.py from fuzz/). libFuzzer starts from these and
@@ -119,7 +119,27 @@ CONFIG = {
     "syntax-error.lua": b'listen = 8000\nbackends = { "127.0.0.1:1" \n[[unfinished long string\n',
     "sites-twice.lua": b'listen = 8000\nsites = { ["Example.com"] = { backends = { "127.0.0.1:1" } },\n'
                        b'  ["example.com."] = { backends = { "127.0.0.1:2" } } }\nmax_request_line = 300.5\n',
+    "route.lua": b'listen = 8000\npools = {\n  app = { backends = { "127.0.0.1:8001", "127.0.0.1:8002" }, balance = "least_conn" },\n  static = { backends = { "127.0.0.1:8003" } },\n}\nsites = { ["www.example.com"] = { pool = "app" }, ["img.example.com"] = { backends = { "127.0.0.1:8004" } } }\nroute_time_limit = 0.05\nfunction route(req)\n  if req.path:find("^/static/") then return "static" end\n  if req.host == "old.example.com" then return { status = 301, location = "https://new.example.com" .. req.path } end\n  if req.headers["x-blocked"] then return { status = 403 } end\n  if req.method == "HEAD" then return { status = 200, body = "hi", headers = { ["Set-Cookie"] = { "a=1", "b=2" }, ["X-N"] = 5 } } end\n  if req.query ~= "" then return { status = 204 } end\n  if req.client == "192.0.2.1" and req.version == "1.1" then return "app" end\n  return nil\nend\n',
+    "route-bad.lua": b'listen = "127.0.0.1:8000"\nroute = function(req)\n  local n = #req.target\n  if n % 7 == 0 then error("boom") end\n  if n % 7 == 1 then while true do end end\n  if n % 7 == 2 then return { status = 200, headers = { ["X-A"] = "a\\r\\nb" } } end\n  if n % 7 == 3 then return { status = "x" } end\n  if n % 7 == 4 then return "nope" end\n  if n % 7 == 5 then return { status = 304, body = "x" } end\n  return coroutine.yield()\nend\n',
+    "route-gc.lua": b'listen = 8000\npools = { p = { backends = { "127.0.0.1:1" } } }\nlocal keep = {}\nfunction route(req)\n  for i = 1, 20 do\n    local p = newproxy(true)\n    getmetatable(p).__gc = function() error("boom in __gc") end\n    keep[#keep + 1] = p\n  end\n  if #keep > 40 then keep = {} collectgarbage() end\n  return "p"\nend\ncollectgarbage("setpause", 1)\n',
     "hosts.lua": b'listen = "host.example:80"\nbackends = { "[::1]", "::1:80", "[::1]:0", "[fe80::1%lo]:80", "1.2.3.4:65536", ":80" }\n',
+}
+
+
+PATH = {
+    "absolute": b'http://Example.COM:8080/a/../b?c',
+    "absolute-empty": b'https://example.com?x',
+    "asterisk": b'*',
+    "authority": b'example.com:443',
+    "dot-escapes": b'/static/%2e%2E/%2E./admin',
+    "dots": b'/a/./b/../../c/./../..',
+    "escapes": b'/%61dmin/%7euser/%2fetc%2Fpasswd/%20%zz%4',
+    "long": b'/a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../a/../end',
+    "plain": b'/blog/2024/05/hello-world',
+    "query": b'/search?q=a/../b&x=%2e%2e',
+    "root": b'/',
+    "slashes": b'//admin///x//',
+    "trailing": b'/a/b/.',
 }
 
 
@@ -135,3 +155,4 @@ if __name__ == "__main__":
     write("http", HTTP)
     write("chunked", CHUNKED)
     write("config", CONFIG)
+    write("path", PATH)

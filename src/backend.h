@@ -29,6 +29,12 @@ struct pool {
     bool unreachable;           /* we answered 502: nothing could be reached */
 };
 
+/* A pool with a name, from the config's `pools`. */
+struct named_pool {
+    char *name;
+    struct pool pool;
+};
+
 /* Chooses a backend not in `tried` (bit i set: backends[i] was tried).
  * Backends that are up come first; only when none of those is left are the
  * ones marked down tried too, so that one coming back is noticed. Returns

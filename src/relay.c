@@ -5,9 +5,11 @@
  *
  *   HEAD        read the request head into a buffer and parse it as it
  *               arrives; refuse it (4xx) if it is malformed or too large
- *   CONNECTING  route it by Host to a pool and connect to a backend without
+ *   CONNECTING  route it to a pool (the config's route function decides,
+ *               or else the Host header), and connect to a backend without
  *               blocking; the client is not read meanwhile, so failing over
- *               to another backend is always safe; 421 / 502 if impossible
+ *               to another backend is always safe; 421 / 502 if impossible;
+ *               route may also answer by itself, or fail (500)
  *   BODY        send our version of the head, then forward exactly the body
  *               the head announced (Content-Length or chunked) and not a
  *               byte more
@@ -31,6 +33,7 @@
 #include "net.h"
 #include "reply.h"
 #include "request.h"
+#include "route.h"
 #include "router.h"
 
 #include <arpa/inet.h>
@@ -61,7 +64,7 @@ struct relay {
     struct buffer head;              /* the request head as received, and what followed it */
     struct http_request request;
     struct request_info info;
-    struct pool *pool;               /* chosen by Host */
+    struct pool *pool;               /* chosen by route, or by Host */
     struct backend *current;         /* the backend tried or in use, or NULL */
     const struct addrinfo *address;  /* which of its addresses */
     uint64_t tried;                  /* backends tried for this request */
@@ -182,6 +185,44 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     }
 }
 
+/* route answered the request itself: send that answer, as fail_request
+ * sends ours, and take nothing more from the client. */
+static void answer_from_route(struct relay *relay, struct buffer *answer)
+{
+    relay->phase = PHASE_DRAIN;
+    connection_write(&relay->client, answer->data + answer->start, buffer_length(answer));
+    relay->response_started = true;
+    connection_shutdown_write(&relay->client);
+}
+
+/* Asks the config's route function. Returns true if the request is
+ * settled (answered, by route or with 500); otherwise relay->pool is the
+ * pool route chose, or NULL to route by Host. */
+static bool ask_route(struct relay *relay)
+{
+    struct route_request rq = { &relay->request, relay->head.data, &relay->info,
+                                relay->client_address };
+    struct buffer answer = BUFFER_INIT;
+    struct pool *pool = NULL;
+
+    switch (route_call(&relay->config->route, &rq, relay->head_method, &pool, &answer)) {
+    case ROUTE_DEFAULT:
+        return false;
+    case ROUTE_POOL:
+        relay->pool = pool;
+        return false;
+    case ROUTE_ANSWER:
+        answer_from_route(relay, &answer);
+        buffer_free(&answer);
+        return true;
+    case ROUTE_FAILED:
+        break;
+    }
+    buffer_free(&answer);
+    fail_request(relay, 500);
+    return true;
+}
+
 /* The head is complete: check it, route it, start connecting. */
 static void request_ready(struct relay *relay)
 {
@@ -193,8 +234,11 @@ static void request_ready(struct relay *relay)
         fail_request(relay, status);
         return;
     }
-    relay->pool = router_route(&relay->config->router, buf + relay->info.host.offset,
-                               relay->info.host.length);
+    if (relay->config->route.L != NULL && ask_route(relay))
+        return;
+    if (relay->pool == NULL)
+        relay->pool = router_route(&relay->config->router, buf + relay->info.host.offset,
+                                   relay->info.host.length);
     if (relay->pool == NULL) {
         fail_request(relay, 421);
         return;

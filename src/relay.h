@@ -14,11 +14,11 @@ struct relay_set {
 
 /* Takes charge of a newly accepted, non-blocking client socket whose peer
  * address is address/length: reads the request head, routes it by Host to
- * a pool of config, connects to a backend of that pool without blocking
+ * a pool of config (or asks the config's route function), connects to a backend of that pool without blocking
  * (trying the next one if a connect fails), forwards the request with its
  * body exactly as framed, and delivers the response however slowly the
  * client reads. Requests rsp cannot or will not forward are answered by rsp
- * itself (400, 414, 421, 431, 502, 505). When everything is done the relay
+ * itself (400, 414, 421, 431, 500, 502, 505), or by route. When everything is done the relay
  * closes both sockets and frees itself. The relay belongs to `set` while it
  * lives. Returns 0 (the relay owns client_fd), or -1 if out of memory (the
  * caller still owns it). */

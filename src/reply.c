@@ -1,21 +1,47 @@
-/* reply.c -- small, complete error responses. */
+/* reply.c -- small, complete responses of rsp's own. */
 #include "reply.h"
 
 #include <stdio.h>
 
-static const char *reason_phrase(int status)
+const char *reply_reason(int status)
 {
     switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 300: return "Multiple Choices";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 410: return "Gone";
+    case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 421: return "Misdirected Request";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
+    case 451: return "Unavailable For Legal Reasons";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     case 505: return "HTTP Version Not Supported";
-    default:  return "Error";
+    default:  return "";
     }
 }
 
+/* Why rsp answers with one of its own error statuses. */
 static const char *explanation(int status)
 {
     switch (status) {
@@ -23,28 +49,37 @@ static const char *explanation(int status)
     case 414: return "The request line is longer than rsp accepts.";
     case 421: return "This server does not serve that host name.";
     case 431: return "The request's headers are larger than rsp accepts.";
+    case 500: return "rsp's route function failed on this request.";
     case 502: return "rsp could not get an answer from any backend server.";
     case 505: return "rsp speaks HTTP/1.0 and HTTP/1.1 only.";
     default:  return "rsp could not handle this request.";
     }
 }
 
+size_t reply_page(char *out, size_t size, int status, const char *explanation)
+{
+    int n = snprintf(out, size,
+                     "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>\n"
+                     "<body><h1>%d %s</h1>%s%s%s</body></html>\n",
+                     status, reply_reason(status), status, reply_reason(status),
+                     explanation ? "<p>" : "", explanation ? explanation : "",
+                     explanation ? "</p>" : "");
+    if (n < 0)
+        return 0;
+    return (size_t)n < size ? (size_t)n : size - 1;
+}
+
 void reply_error(struct connection *c, int status, bool head_only)
 {
-    char body[512], response[1024];
-    int body_len, len;
-
-    body_len = snprintf(body, sizeof body,
-                        "<!DOCTYPE html>\n<html><head><title>%d %s</title></head>\n"
-                        "<body><h1>%d %s</h1><p>%s</p></body></html>\n",
-                        status, reason_phrase(status), status, reason_phrase(status),
-                        explanation(status));
-    len = snprintf(response, sizeof response,
-                   "HTTP/1.1 %d %s\r\n"
-                   "Content-Type: text/html; charset=utf-8\r\n"
-                   "Content-Length: %d\r\n"
-                   "Connection: close\r\n"
-                   "\r\n%s",
-                   status, reason_phrase(status), body_len, head_only ? "" : body);
-    connection_write(c, response, (size_t)len);
+    char body[1024], response[1536];
+    size_t body_len = reply_page(body, sizeof body, status, explanation(status));
+    int len = snprintf(response, sizeof response,
+                       "HTTP/1.1 %d %s\r\n"
+                       "Content-Type: text/html; charset=utf-8\r\n"
+                       "Content-Length: %zu\r\n"
+                       "Connection: close\r\n"
+                       "\r\n%s",
+                       status, reply_reason(status), body_len, head_only ? "" : body);
+    if (len > 0)
+        connection_write(c, response, (size_t)len < sizeof response ? (size_t)len : sizeof response - 1);
 }

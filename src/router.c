@@ -18,7 +18,7 @@ struct pool *router_route(struct router *router, const char *host, size_t length
 
         if (!site->wildcard) {
             if (n == length && strncasecmp(site->name, host, length) == 0)
-                return &site->pool;
+                return site->pool;
         } else if (length > n && n > best_length &&
                    strncasecmp(site->name, host + length - n, n) == 0) {
             /* "*.example.com" matches "a.example.com" and "a.b.example.com",
@@ -27,5 +27,5 @@ struct pool *router_route(struct router *router, const char *host, size_t length
             best_length = n;
         }
     }
-    return best != NULL ? &best->pool : router->fallback;
+    return best != NULL ? best->pool : router->fallback;
 }

@@ -9,7 +9,8 @@
 struct site {
     char *name;          /* lower case; for "*.example.com", ".example.com" */
     bool wildcard;
-    struct pool pool;
+    struct pool *pool;   /* &own, or one of the config's named pools */
+    struct pool own;     /* the site's own backends, if it lists them */
 };
 
 struct router {

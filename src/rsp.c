@@ -1,5 +1,5 @@
-/* rsp.c -- stage 06: rsp speaks HTTP: it parses each request head,
- * routes it by Host to a site's backends, and adds forwarded headers.
+/* rsp.c -- stage 07: rsp speaks HTTP and asks the config's Lua function
+ * route(req), if there is one, where each request goes.
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
@@ -22,21 +22,39 @@ static const char *balance_name(const struct pool *pool)
     return pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin";
 }
 
-/* Says what we serve: one line for the listener, one per site. */
+/* Says what we serve: one line for the listener, one per pool and site,
+ * one for route. */
 static void log_startup(const struct config *config)
 {
     log_msg("listening on %s port %s", config->listen_host ? config->listen_host : "every address,",
             config->listen_port);
+    for (size_t i = 0; i < config->pool_count; i++) {
+        const struct named_pool *named = &config->pools[i];
+        log_msg("pool %s: %zu backend%s, %s", named->name, named->pool.count,
+                named->pool.count == 1 ? "" : "s", balance_name(&named->pool));
+    }
     for (size_t i = 0; i < config->router.count; i++) {
         const struct site *site = &config->router.sites[i];
-        log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
-                site->pool.count, site->pool.count == 1 ? "" : "s", balance_name(&site->pool));
+        const char *pool_name = NULL;
+
+        for (size_t j = 0; j < config->pool_count; j++)
+            if (site->pool == &config->pools[j].pool)
+                pool_name = config->pools[j].name;
+        if (pool_name != NULL)
+            log_msg("site %s%s: pool %s", site->wildcard ? "*" : "", site->name, pool_name);
+        else
+            log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
+                    site->pool->count, site->pool->count == 1 ? "" : "s", balance_name(site->pool));
     }
     if (config->router.fallback != NULL)
         log_msg("default site: %zu backend%s, %s", config->default_pool.count,
                 config->default_pool.count == 1 ? "" : "s", balance_name(&config->default_pool));
+    else if (config->route.L != NULL)
+        log_msg("no default site: a request that route leaves to Host and no site takes gets 421");
     else
         log_msg("no default site: requests for other hosts get 421");
+    if (config->route.L != NULL)
+        log_msg("route(req) chooses for every request (time limit %g s)", config->route_time_limit);
 }
 
 /* SIGTERM and SIGINT arrive as data on a signalfd, watched like any socket:

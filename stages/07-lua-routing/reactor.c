@@ -1,0 +1,82 @@
+/* reactor.c -- the epoll loop behind every callback in rsp. */
+#include "reactor.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* The one epoll instance, created by reactor_init() from main(), and
+ * whether reactor_run should go on. */
+static int epoll_fd = -1;
+static bool running;
+
+int reactor_init(void)
+{
+    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd == -1) {
+        log_errno("epoll_create1");
+        return -1;
+    }
+    return 0;
+}
+
+int reactor_add(struct epoll_event_handler *handler, uint32_t events)
+{
+    struct epoll_event event = { .events = events, .data.ptr = handler };
+
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, handler->fd, &event);
+}
+
+int reactor_modify(struct epoll_event_handler *handler, uint32_t events)
+{
+    struct epoll_event event = { .events = events, .data.ptr = handler };
+
+    return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, handler->fd, &event);
+}
+
+int reactor_remove(struct epoll_event_handler *handler)
+{
+    return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, handler->fd, NULL);
+}
+
+int reactor_run(void)
+{
+    running = true;
+    while (running) {
+        /* One event per wait. A handler may free itself and its partner
+         * while it runs; if we had fetched several events at once, a later
+         * one could point at that freed memory. With one at a time, the
+         * kernel never hands us an event for a socket we already removed.
+         * Chapter 12 fetches batches and defers the frees instead. */
+        struct epoll_event event;
+        int n = epoll_wait(epoll_fd, &event, 1, -1);
+
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            log_errno("epoll_wait");
+            return -1;
+        }
+        if (n == 1) {
+            struct epoll_event_handler *handler = event.data.ptr;
+            handler->handle(handler, event.events);
+        }
+    }
+    return 0;
+}
+
+void reactor_stop(void)
+{
+    running = false;
+}
+
+void reactor_close(void)
+{
+    if (epoll_fd != -1 && close(epoll_fd) == -1)
+        log_errno("close epoll fd");
+    epoll_fd = -1;
+}
