@@ -195,6 +195,91 @@ static int run_script(lua_State *L, const char *path)
     return 0;
 }
 
+int config_check_fields(lua_State *L, const char *path, const char *setting,
+                        const char *const known[])
+{
+    char list[200] = "";
+
+    for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1)) {
+        bool found = false;
+
+        for (size_t i = 0; known[i] != NULL && !found; i++)
+            found = lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), known[i]) == 0;
+        if (found)
+            continue;
+        for (size_t i = 0; known[i] != NULL; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
+        if (lua_type(L, -2) == LUA_TSTRING)
+            config_error(path, "setting '%s' has no field '%.100s' (it may have: %s)", setting,
+                         lua_tostring(L, -2), list);
+        else
+            config_error(path, "setting '%s' has a %s key; its fields are: %s", setting,
+                         luaL_typename(L, -2), list);
+        lua_pop(L, 2);
+        return -1;
+    }
+    return 0;
+}
+
+/* The settings rsp reads, for config_warn_strays. */
+static const char *const settings[] = {
+    "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
+    "down_time", "max_request_line", "max_request_head", NULL,
+};
+
+/* The edit distance between a and b (insertions, deletions and
+ * substitutions), or 3 if it is more than 2: close is all we ask. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[32], prev_diagonal;
+
+    if (la >= 32 || lb >= 32 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        prev_diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int above = row[j];
+            int best = prev_diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            prev_diagonal = above;
+        }
+    }
+    return row[lb] > 2 ? 3 : row[lb];
+}
+
+/* A script may set globals of its own (helpers, tables it shares between
+ * sites), so a global rsp does not read is no error. But one that is a
+ * letter or two away from a setting ("balence", "Listen") is most likely a
+ * typo whose setting silently keeps its default: say so. */
+static void config_warn_strays(lua_State *L, const char *path)
+{
+    for (lua_pushnil(L); lua_next(L, LUA_GLOBALSINDEX) != 0; lua_pop(L, 1)) {
+        const char *name;
+        bool known = false;
+
+        if (lua_type(L, -2) != LUA_TSTRING)
+            continue;
+        name = lua_tostring(L, -2);
+        for (size_t i = 0; settings[i] != NULL && !known; i++)
+            known = strcmp(name, settings[i]) == 0;
+        for (size_t i = 0; settings[i] != NULL && !known; i++) {
+            if (edit_distance(name, settings[i]) <= 2 && strlen(name) > 3) {
+                config_error(path, "warning: '%s' is not a setting; did you mean '%s'?", name,
+                             settings[i]);
+                break;
+            }
+        }
+    }
+}
+
 /* route = function (req) ... end, and route_time_limit. Sets *has_route. */
 static int read_route(lua_State *L, const char *path, struct config *config, bool *has_route)
 {
@@ -243,6 +328,8 @@ int config_load(const char *path, struct config *config)
         else
             rc = 0;
     }
+    if (rc == 0)
+        config_warn_strays(L, path);
 
     if (rc == 0 && has_route) {
         /* The Lua state lives on, for route; config_free closes it. */

@@ -20,6 +20,12 @@ void config_global(lua_State *L, const char *name);
 /* Pushes field `name` of the table at stack index t, without metamethods. */
 void config_field(lua_State *L, int t, const char *name);
 
+/* Checks that every key of the table on top of the stack is one of the
+ * NULL-terminated names in `known`: a misspelt field must not be ignored in
+ * silence. Returns 0, or -1 after naming `setting` and the stray key. */
+int config_check_fields(lua_State *L, const char *path, const char *setting,
+                        const char *const known[]);
+
 /* Splits "HOST:PORT" or "[IPV6]:PORT" into host and port. Returns 0, or -1
  * if text does not have that shape (the port is checked separately). */
 int config_split_host_port(const char *text, char *host, size_t host_size, const char **port);

@@ -288,7 +288,10 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
+        static const char *const fields[] = { "backends", "balance", NULL };
         rc = read_pool_table(L, path, setting, &named->pool);
+        if (rc == 0) /* after the checks above, which explain a bare list better */
+            rc = config_check_fields(L, path, setting, fields);
     }
     if (rc == -1)
         lua_pop(L, 1); /* the key lua_next would have taken */
@@ -314,6 +317,7 @@ static struct pool *find_pool(struct config *config, const char *name)
 static int read_site_pool(lua_State *L, const char *path, const char *setting, struct config *config,
                           struct site *site)
 {
+    static const char *const fields[] = { "backends", "balance", "pool", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -321,7 +325,9 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         lua_pop(L, 1);
         site->own.down_time = config->default_pool.down_time;
         site->pool = &site->own;
-        return read_pool_table(L, path, setting, &site->own);
+        rc = read_pool_table(L, path, setting, &site->own);
+        /* after the checks above, which explain a bare list better */
+        return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
     }
     if (lua_type(L, -1) != LUA_TSTRING) {
         config_error(path, "setting '%s.pool' must be the name of a pool, not a %s", setting,
@@ -342,7 +348,7 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         lua_pop(L, 2);
     }
     lua_pop(L, 1);
-    return rc;
+    return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
 }
 
 /* sites = { ["NAME"] = { backends = {...}, balance = "..." }, ... } */
