@@ -20,6 +20,7 @@ import pytest
 from client import READ_TIMEOUT, build_request, connect, get, read_to_eof, request, Response
 from netutil import LOOPBACK, free_port
 from pattern import assert_same_bytes
+from proxy import count_fds
 
 MiB = 1024 * 1024
 POLL_TIMEOUT = 10.0  # a bound on waiting for something that must happen, not a measurement
@@ -69,9 +70,23 @@ def served_by(r):
     return r.header("X-Backend")
 
 
-def ask(proxy, count, path="/echo"):
-    """Sends `count` sequential GETs; returns who served each, in order."""
-    return [served_by(get(proxy.port, path)) for _ in range(count)]
+def ask(proxy, count, path="/echo", held=0):
+    """Sends `count` sequential GETs; returns who served each, in order.
+    `held` relays (client + backend socket each) stay open meanwhile.
+
+    The proxy closes a relay (and its backend stops counting as busy for
+    least_conn) a moment after the client has read the response: the client
+    sees EOF, closes, and only that close ends the relay. So before each
+    request, wait until the proxy holds just its idle fds and the held
+    relays'; otherwise a request can race the previous close and find a
+    tie."""
+    settled = proxy.baseline_fds + 2 * held
+    seen = []
+    for _ in range(count):
+        wait_for(lambda: count_fds(proxy.pid) == settled,
+                 f"the proxy to hold {settled} fds (idle, plus {held} held relays)")
+        seen.append(served_by(get(proxy.port, path)))
+    return seen
 
 
 def assert_rotation(seen, order):
@@ -179,7 +194,7 @@ def test_least_conn_avoids_busy_backends(make_backend, start_proxy, held_count):
     proxy = start_proxy(*backends, balance="least_conn")
     held = [HeldRequest(proxy.port) for _ in range(held_count)]
     try:
-        seen = ask(proxy, 6)
+        seen = ask(proxy, 6, held=held_count)
         busy = [served_by(h.finish()) for h in held]
     finally:
         for h in held:
@@ -199,7 +214,7 @@ def test_round_robin_ignores_busy_backends(make_backend, start_proxy):
     proxy = start_proxy(*backends, balance="round_robin")
     held = HeldRequest(proxy.port)
     try:
-        seen = ask(proxy, 6)
+        seen = ask(proxy, 6, held=1)
         busy = served_by(held.finish())
     finally:
         held.close()
