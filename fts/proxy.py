@@ -101,17 +101,45 @@ def stage5_settings(listen_port, backends, options=None):
 STAGE6_OPTIONS = ("sites", "max_request_line", "max_request_head")
 
 
+def backend_text(backend):
+    """"HOST:PORT" for a backend object or (host, port) pair; a str is
+    taken as already written (e.g. a malformed one rsp must refuse)."""
+    return backend if isinstance(backend, str) else host_port(*backend_address(backend))
+
+
+def pool_value(pool):
+    """One site or pool as a Python value for lua_value(): a list of
+    backends (objects with .host and .port, or pairs) becomes
+    {"backends": ["HOST:PORT", ...]}; in a dict, the list under "backends"
+    is converted the same way and every other key (balance, or from stage
+    07 a site's "pool") is kept as it is. Anything else (a str, a number),
+    and a dict without "backends", is passed through, so that a test can
+    write a config rsp must refuse."""
+    if isinstance(pool, (list, tuple)):
+        pool = {"backends": pool}
+    if not isinstance(pool, dict):
+        return pool
+    pool = dict(pool)
+    if isinstance(pool.get("backends"), (list, tuple)):
+        pool["backends"] = [backend_text(b) for b in pool["backends"]]
+    return pool
+
+
 def sites_value(sites):
     """The `sites` setting as a Python value for lua_value(): each site's
-    backends (objects with .host and .port, or pairs) become "HOST:PORT"."""
-    value = {}
-    for name, site in sites.items():
-        if not isinstance(site, dict):
-            site = {"backends": site}
-        site = dict(site)
-        site["backends"] = [host_port(*backend_address(b)) for b in site["backends"]]
-        value[name] = site
-    return value
+    backends (objects with .host and .port, or pairs) become "HOST:PORT";
+    a site may also be {"pool": "NAME"} (stage 07), passed through."""
+    return {name: pool_value(site) for name, site in sites.items()}
+
+
+def pools_value(pools):
+    """The `pools` setting (stage 07) as a Python value for lua_value():
+    a dict of pool name -> list of backends, or -> {"backends": [...],
+    "balance": "..."}, each backend becoming "HOST:PORT". Anything that is
+    not a dict (e.g. 5, for a config rsp must refuse) is passed through."""
+    if not isinstance(pools, dict):
+        return pools
+    return {name: pool_value(pool) for name, pool in pools.items()}
 
 
 def stage6_settings(listen_port, backends, options=None):
@@ -129,6 +157,48 @@ def stage6_settings(listen_port, backends, options=None):
     return settings
 
 
+# Stage 07 adds: pools (a dict of pool name -> list of backends, or ->
+# {"backends": [...], "balance": "..."}), sites whose value is {"pool":
+# "NAME"}, route_time_limit (seconds), and route: Lua source text (e.g.
+# 'function route(req) return "app" end') written verbatim into the config
+# file after the settings.
+STAGE7_OPTIONS = ("pools", "route", "route_time_limit")
+
+
+def names_a_pool(sites):
+    """True if some site in a `sites` option is {"pool": ...} (stage 07)."""
+    return isinstance(sites, dict) and any(isinstance(site, dict) and "pool" in site for site in sites.values())
+
+
+def stage7_settings(listen_port, backends, options=None):
+    """The stage 07 config globals, as Lua source text: those of stage 06
+    (without `backends` if there are none: then the sites or route serve
+    every request), plus pools and route_time_limit from `options`. The
+    `route` option is not a setting: see stage7_config()."""
+    options = dict(options or {})
+    options.pop("route", None)
+    pools = options.pop("pools", None)
+    limit = options.pop("route_time_limit", None)
+    settings = stage6_settings(listen_port, backends, options)
+    if pools is not None:
+        settings["pools"] = lua_value(pools_value(pools))
+    if limit is not None:
+        settings["route_time_limit"] = lua_value(limit)
+    return settings
+
+
+def stage7_config(listen_port, backends, options=None):
+    """The text of a stage 07 config file: the settings of
+    stage7_settings(), then the `route` option's Lua source, if any."""
+    text = lua_config(stage7_settings(listen_port, backends, options))
+    route = (options or {}).get("route")
+    if route is not None:
+        if not isinstance(route, str):
+            raise TypeError(f"the route option is Lua source text (a str), got {route!r}")
+        text += route if route.endswith("\n") else route + "\n"
+    return text
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -136,8 +206,18 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     config, as Python values: listen (then it must name listen_port),
     balance, down_time; from stage 06 also sites, max_request_line and
     max_request_head (see STAGE6_OPTIONS), and `backends` may be empty when
-    there are sites."""
-    if stage <= 5 and options and set(options) & set(STAGE6_OPTIONS):
+    there are sites; from stage 07 also pools, route_time_limit, route (Lua
+    source text) and sites naming a pool (see STAGE7_OPTIONS), and
+    `backends` may be empty when there is a route (or when the test wants
+    a config rsp must refuse: nothing here checks that one is valid)."""
+    options = dict(options or {})
+    if stage <= 6:
+        newer = sorted(set(options) & set(STAGE7_OPTIONS))
+        if names_a_pool(options.get("sites")):
+            newer.append("sites naming a pool")
+        if newer:
+            raise ValueError(f"stage {stage:02d} has no setting {', '.join(newer)} (stage 07 on)")
+    if stage <= 5 and set(options) & set(STAGE6_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE6_OPTIONS)))} (stage 06 on)")
     if stage <= 4 and len(backends) != 1:
@@ -148,14 +228,16 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         host, port = backends[0]
         return [str(listen_port), host, str(port)]
     if stage <= 4:  # rsp CONFIG.lua, with listenPort, backendAddress, backendPort
-        settings = stage3_settings(listen_port, backends[0])
+        text = lua_config(stage3_settings(listen_port, backends[0]))
     elif stage <= 5:  # rsp CONFIG.lua, with listen, a list of backends, balance, down_time
-        settings = stage5_settings(listen_port, backends, options)
-    else:             # the same, plus sites and the request-head limits
-        settings = stage6_settings(listen_port, backends, options)
+        text = lua_config(stage5_settings(listen_port, backends, options))
+    elif stage <= 6:  # the same, plus sites and the request-head limits
+        text = lua_config(stage6_settings(listen_port, backends, options))
+    else:             # the same, plus pools, route_time_limit and a route function
+        text = stage7_config(listen_port, backends, options)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
-        f.write(lua_config(settings))
+        f.write(text)
     return [path]
 
 
