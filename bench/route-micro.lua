@@ -58,7 +58,7 @@ end
 
 local mode = ((jit and jit.status()) and "JIT on" or "JIT off (interpreter)") ..
              (HOOK and ", count hook every 1000 instructions" or "")
-print(string.format("LuaJIT %s, %s, %d calls each", jit and jit.version or "?", mode, CALLS))
+print(string.format("%s, %s, %d calls each", jit and jit.version or "LuaJIT ?", mode, CALLS))
 measure("small route", small, false)
 measure("busy route (20 patterns)", busy, false)
 measure("build req table + small route", small, true)

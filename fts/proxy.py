@@ -254,6 +254,31 @@ def is_sanitized(binary):
     return _sanitized[binary]
 
 
+RUN_TIMEOUT = 10.0  # a proxy that wrongly starts would run for ever
+
+
+def run_rsp(rsp, args, cwd):
+    """Runs the rsp under test (rsp.binary) with `args` in directory cwd,
+    expecting it to exit on its own (a config it refuses, a usage error);
+    returns the CompletedProcess, text mode. Fails the test if it keeps
+    running for RUN_TIMEOUT seconds."""
+    import pytest  # only the tests need it, not every user of this module
+    try:
+        return subprocess.run([rsp.binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, cwd=cwd, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rsp {' '.join(args)} kept running instead of exiting with an error")
+
+
+def vm_rss(pid):
+    """The resident set size of process `pid`, in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")
+
+
 def count_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 

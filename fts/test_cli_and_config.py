@@ -1,24 +1,13 @@
 """Starting rsp: wrong command lines and bad config files are refused
 with a clear message and a meaningful exit status."""
 
-import subprocess
 
 import pytest
 
 from client import get
 from netutil import free_port
-from proxy import lua_config, stage3_settings
+from proxy import lua_config, run_rsp, stage3_settings
 
-RUN_TIMEOUT = 10  # a proxy that wrongly starts would run forever
-
-
-def run_rsp(rsp, args, tmp_path):
-    """Runs rsp with `args`, expecting it to exit on its own."""
-    try:
-        return subprocess.run([rsp.binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, cwd=tmp_path, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"rsp {' '.join(args)} kept running instead of exiting with an error")
 
 
 def assert_usage_error(result):

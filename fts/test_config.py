@@ -5,24 +5,13 @@ file and the setting; valid files, up to the limits, start a proxy.
 command line.)"""
 
 import socket
-import subprocess
 
 import pytest
 
 from client import get
 from netutil import LOOPBACK, free_port
-from proxy import lua_config, lua_string, lua_value, stage3_settings, stage5_settings
+from proxy import lua_config, lua_string, lua_value, run_rsp, stage3_settings, stage5_settings
 
-RUN_TIMEOUT = 10  # a proxy that wrongly starts would run forever
-
-
-def run_rsp(rsp, args, cwd):
-    """Runs rsp with `args`, expecting it to exit on its own."""
-    try:
-        return subprocess.run([rsp.binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, cwd=cwd, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"rsp {' '.join(args)} kept running instead of exiting with an error")
 
 
 def settings(**changes):

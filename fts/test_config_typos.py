@@ -10,7 +10,7 @@ import pytest
 
 from client import get
 from netutil import free_port
-from test_sites_config import run_rsp
+from proxy import run_rsp
 
 WWW = 'sites["www.example.com"]'
 

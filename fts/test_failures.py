@@ -75,7 +75,7 @@ def test_backend_down_then_up(make_backend, start_proxy):
     proxy = start_proxy(("127.0.0.1", port))
     assert_no_answer_or_502(get(proxy.port, "/echo"))
     assert_no_answer_or_502(get(proxy.port, "/echo"))
-    backend = make_backend("late", port=port)
+    make_backend("late", port=port)  # now something listens there
     r = get(proxy.port, "/echo")
     assert r.status == 200
     assert r.json()["backend"] == "late"

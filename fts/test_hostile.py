@@ -22,7 +22,7 @@ import pytest
 from backends import record_request
 from client import build_request, close_with_reset, connect, get, read_to_eof, Response
 from pattern import assert_is_pattern
-from proxy import count_fds
+from proxy import count_fds, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -47,14 +47,6 @@ DROPS = "a write that would block (EAGAIN) or is short drops the bytes not writt
 
 
 # -- helpers -------------------------------------------------------------------
-
-def vm_rss(pid):
-    """The resident set size of process `pid`, in bytes."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * KiB
-    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")
 
 
 def wait_for(condition, what, timeout=POLL_TIMEOUT):

@@ -22,9 +22,8 @@ import pytest
 from backends import record_request
 from client import Response, read_to_eof
 from netutil import LOOPBACK, free_port
-from proxy import proxy_arguments
+from proxy import proxy_arguments, run_rsp
 from test_http import chunked, forwarded_headers, http_request, kept_and_added, recorded, split_forwarded
-from test_sites_config import run_rsp
 
 CLIENT_TIMEOUT = 10.0  # a hang detector, never a measurement
 LOG_TIMEOUT = 5.0      # a bound on waiting for a log line that must come

@@ -10,9 +10,9 @@ import socket
 
 import pytest
 
-from client import READ_TIMEOUT, Response, connect, read_to_eof
+from client import READ_TIMEOUT, Response, read_to_eof
 from netutil import free_port
-from test_sites_config import run_rsp
+from proxy import run_rsp
 
 
 def hp(backend):

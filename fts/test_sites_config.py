@@ -6,24 +6,13 @@ setting; valid files start a proxy that routes as configured.
 (The stage 05 settings are tested in test_config.py, routing rules in
 test_http.py.)"""
 
-import subprocess
 
 import pytest
 
 from client import build_request, connect, read_to_eof, Response
 from netutil import LOOPBACK, free_port
-from proxy import lua_config, lua_value, stage6_settings
+from proxy import lua_config, lua_value, run_rsp, stage6_settings
 
-RUN_TIMEOUT = 10  # a proxy that wrongly starts would run forever
-
-
-def run_rsp(rsp, args, cwd):
-    """Runs rsp with `args`, expecting it to exit on its own."""
-    try:
-        return subprocess.run([rsp.binary, *args], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, cwd=cwd, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"rsp {' '.join(args)} kept running instead of exiting with an error")
 
 
 def settings(**changes):

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from client import build_request, close_with_reset, connect
-from proxy import count_fds, is_sanitized
+from proxy import count_fds, is_sanitized, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -34,14 +34,6 @@ RSS_MARGIN = 2 * MiB         # what the soak may add to the warmed-up RSS
 AB_GUARD = 240               # s; a guard against a hang, not a measurement (see the test's timeout)
 SETTLE_TIMEOUT = 10.0        # s; a bound on waiting for closes to finish
 
-
-def vm_rss(pid):
-    """The resident set size of process `pid`, in bytes."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * KiB
-    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")
 
 
 def wait_idle(proxy):

@@ -19,6 +19,7 @@ import pytest
 
 from client import build_request, close_with_reset, connect, get, read_to_eof, Response
 from pattern import assert_is_pattern, first_difference, pattern, pattern_chunks
+from proxy import vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -35,14 +36,6 @@ CLOSES_AT_EOF = "the pair is closed as soon as either side reaches EOF"
 
 
 # -- helpers -------------------------------------------------------------------
-
-def vm_rss(pid):
-    """The resident set size of process `pid`, in bytes."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * KiB
-    raise AssertionError(f"no VmRSS line in /proc/{pid}/status")
 
 
 def max_rss_during(pid, seconds, samples=RSS_SAMPLES):
