@@ -90,6 +90,24 @@ end""")
 
 
 @pytest.mark.stage(7)
+def test_fragment_in_target_is_refused_before_route(start_proxy, tmp_path, backend):
+    """A '#' never belongs in a request target, and backends disagree on it
+    (some cut the path there): rsp answers 400 before route can judge one
+    path while the backend serves another."""
+    proxy = start(start_proxy, tmp_path, f"""
+pools = {{ app = {{ backends = {{ {hp(backend)} }} }} }}
+function route(req)
+  if req.path:find("^/admin") then return {{ status = 403 }} end
+  return "app"
+end""")
+    for target in ("/admin/#/../../public", "/public#x", "http://a.example/admin#/../x"):
+        r = get(proxy.port, target)
+        assert r.status == 400, (target, r.raw[:200])
+    assert get(proxy.port, "/echo").status == 200
+    assert backend.total_hits == 1
+
+
+@pytest.mark.stage(7)
 def test_request_table_fields(start_proxy, tmp_path, backend):
     """req as route sees it, sent back by a response table."""
     proxy = start(start_proxy, tmp_path, """
@@ -287,6 +305,9 @@ def test_failures_are_logged_with_reason_and_traceback(start_proxy, tmp_path, ba
     assert "header 'X-A' has a control character" in log, log
     assert "route ran past its time limit (0.05 s)\nstack traceback:" in log, log
     assert "in function 'spin'" in log, log  # where it was stopped
+    # Inside a call from C the hook cannot yield; the log still says why.
+    assert get(proxy.port, "/loop-in-gsub").status == 500
+    assert "route ran past its time limit (0.05 s): " in proxy.stderr(), proxy.stderr()
 
 
 @pytest.mark.stage(7)

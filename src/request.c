@@ -140,6 +140,12 @@ int request_check(const struct http_request *req, const char *buf, struct reques
     if ((req->minor_version == 1 && hosts == 0) || (lengths > 0 && encodings > 0) ||
         (encodings > 0 && req->minor_version == 0))
         return 400;
+    /* A fragment ("#...") stays with the client: it is never part of a
+     * request target (RFC 9112, section 3.2). Backends disagree on what a
+     * '#' there means (some cut the path at it), and route() would judge
+     * one path while the backend serves another. */
+    if (memchr(buf + req->target.offset, '#', req->target.length) != NULL)
+        return 400;
     /* A target in absolute form names its host itself, and RFC 9112
      * (section 3.2.2) says that name wins over Host. A backend might follow
      * either one, so we route by the target and insist that they agree. */

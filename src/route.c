@@ -250,6 +250,9 @@ static int call_route(lua_State *L)
         lua_xmove(thread, L, 1);
         if (!lua_isstring(L, -1))
             lua_pushfstring(L, "route raised an error object of type %s", luaL_typename(L, -1));
+        if (call_clock.expired) /* the hook's yield, refused inside a call from C */
+            lua_pushfstring(L, "route ran past its time limit (%f s): %s", hook->time_limit,
+                            lua_tostring(L, -1));
     }
     luaL_traceback(L, thread, lua_tostring(L, -1), 0);
     log_msg("route: %s", lua_tostring(L, -1));
@@ -262,7 +265,6 @@ enum route_outcome route_call(struct route_hook *hook, const struct route_reques
                               bool head_only, struct pool **pool, struct buffer *answer)
 {
     struct call call = { hook, rq, head_only, NULL, answer, ROUTE_FAILED };
-    size_t answer_length = buffer_length(answer);
 
     if (lua_cpcall(hook->L, call_route, &call) != 0) {
         const char *message = lua_tostring(hook->L, -1);
@@ -270,8 +272,8 @@ enum route_outcome route_call(struct route_hook *hook, const struct route_reques
         lua_pop(hook->L, 1);
         call.outcome = ROUTE_FAILED;
     }
-    if (call.outcome != ROUTE_ANSWER && buffer_length(answer) > answer_length)
-        buffer_consume(answer, buffer_length(answer) - answer_length); /* a half-written answer */
+    if (call.outcome != ROUTE_ANSWER)
+        buffer_free(answer); /* a half-written answer, if any */
     *pool = call.pool;
     return call.outcome;
 }

@@ -50,8 +50,9 @@ int route_hook_init(struct route_hook *hook, lua_State *L, struct named_pool *po
                     double time_limit);
 
 /* Calls route(req) for rq and says what to do. For ROUTE_POOL sets *pool;
- * for ROUTE_ANSWER appends a complete response to answer (without its body
- * when head_only: the request was HEAD). Never raises a Lua error and never
+ * for ROUTE_ANSWER writes a complete response into answer, which must be
+ * empty (without its body when head_only: the request was HEAD); for the
+ * other outcomes answer is left empty. Never raises a Lua error and never
  * runs longer than about hook->time_limit, unless a single call from Lua
  * into C does. */
 enum route_outcome route_call(struct route_hook *hook, const struct route_request *rq,
