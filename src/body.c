@@ -6,6 +6,8 @@
  * could read differently is refused, not guessed at. */
 #include "body.h"
 
+#include "hex.h"
+
 /* Longest chunk-size line (with extensions) or trailer line we accept. */
 #define BODY_MAX_LINE 4096
 
@@ -30,17 +32,6 @@ void body_framer_init_length(struct body_framer *f, uint64_t length)
 void body_framer_init_chunked(struct body_framer *f)
 {
     *f = (struct body_framer){ .chunked = true, .state = C_SIZE };
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Steps the chunked parser over data; see body_frame. */

@@ -1,20 +1,11 @@
 /* path.c -- normalizing request paths (RFC 3986, sections 5.2.4 and 6.2.2). */
 #include "path.h"
 
+#include "hex.h"
+
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 static bool is_unreserved(unsigned char c)
 {
@@ -29,8 +20,8 @@ static void copy_char(const char *in, size_t length, size_t *i, char *out, size_
     static const char digits[] = "0123456789ABCDEF";
     int high, low;
 
-    if (in[*i] == '%' && *i + 2 < length && (high = hex_value(in[*i + 1])) >= 0 &&
-        (low = hex_value(in[*i + 2])) >= 0) {
+    if (in[*i] == '%' && *i + 2 < length && (high = hex_value((unsigned char)in[*i + 1])) >= 0 &&
+        (low = hex_value((unsigned char)in[*i + 2])) >= 0) {
         unsigned char c = (unsigned char)(high * 16 + low);
         if (is_unreserved(c)) {
             out[(*n)++] = (char)c;
