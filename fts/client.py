@@ -152,3 +152,20 @@ def read_some_then_close(port, path, nbytes, rst=False):
         else:
             sock.close()
     return len(data)
+
+
+def leave_early(port, way, half_request):
+    """One client that goes away early, in one of four ways (way % 4):
+    close right after connecting, RST right after connecting, close after
+    sending half_request (half a request), RST after it."""
+    sock = connect(port)
+    try:
+        if way % 4 >= 2:
+            sock.sendall(half_request)
+    except OSError:
+        pass  # the proxy may close first; that is its right
+    if way % 2:
+        close_with_reset(sock)
+    else:
+        sock.close()
+

@@ -49,3 +49,14 @@ def wait_until_listening(port, process=None, timeout=10.0, what="server"):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} is not listening on port {port} after {timeout} s")
         time.sleep(0.02)
+
+
+def wait_for(condition, what, timeout, pause=0.02):
+    """Calls condition() until it is true; fails the test after `timeout`
+    seconds (a bound on waiting, never a measurement)."""
+    import pytest  # only the tests need it, not every user of this module
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not the case after {timeout} s")
+        time.sleep(pause)

@@ -10,6 +10,7 @@ Counts are fixed; pauses only set a situation up (a trickle's pace, a
 sender seen to be blocked); nothing is timed.
 """
 
+import functools
 import random
 import resource
 import socket
@@ -20,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends import record_request
-from client import build_request, close_with_reset, connect, get, read_to_eof, Response
+from client import build_request, connect, get, leave_early, read_to_eof, Response
+import netutil
 from pattern import assert_is_pattern
 from proxy import count_fds, vm_rss
 
@@ -49,12 +51,7 @@ DROPS = "a write that would block (EAGAIN) or is short drops the bytes not writt
 # -- helpers -------------------------------------------------------------------
 
 
-def wait_for(condition, what, timeout=POLL_TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not the case after {timeout} s")
-        time.sleep(0.02)
+wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT)
 
 
 def wait_idle(proxy):
@@ -221,16 +218,7 @@ def test_connect_close_flood(nginx, static_site, start_proxy):
 
     def flood(first):
         for i in range(first, first + FLOOD_CYCLES):
-            sock = connect(proxy.port)
-            try:
-                if i % 4 >= 2:
-                    sock.sendall(half_request)
-            except OSError:
-                pass  # the proxy may close first; that is its right
-            if i % 2:
-                close_with_reset(sock)
-            else:
-                sock.close()
+            leave_early(proxy.port, i, half_request)
 
     with ThreadPoolExecutor(FLOOD_THREADS) as pool:
         list(pool.map(flood, range(0, FLOOD_THREADS * FLOOD_CYCLES, FLOOD_CYCLES)))

@@ -8,6 +8,7 @@ What the backend received is read byte for byte from a raw recording
 backend (backends.record_request); which site served a request from the
 test backends' names. Waiting is a bounded poll; no timing is asserted."""
 
+import functools
 import random
 import socket
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from backends import HTTPBackend, RawBackend, close_at_once, record_request
 from client import connect, read_to_eof, Response
+import netutil
 from netutil import free_port
 from pattern import assert_same_bytes, pattern
 from proxy import Proxy, backend_address, proxy_arguments
@@ -92,12 +94,7 @@ def assert_rsp_answer(r, status):
     assert not r.reset, "the connection ended with a reset instead of a close"
 
 
-def wait_for(condition, what, timeout=POLL_TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not the case after {timeout} s")
-        time.sleep(0.02)
+wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT)
 
 
 def recorded(backend, count=1, before=0):

@@ -8,16 +8,17 @@ each test backend puts in its answers, and the proxy's log lines; never
 from timing. Pauses only set situations up, and waiting is a bounded poll."""
 
 import base64
+import functools
 import random
 import re
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from client import READ_TIMEOUT, build_request, connect, get, read_to_eof, request, Response
+import netutil
 from netutil import LOOPBACK, free_port
 from pattern import assert_same_bytes
 from proxy import count_fds
@@ -97,13 +98,7 @@ def assert_rotation(seen, order):
     assert seen == expected, f"backends did not take turns in the configured order {order}"
 
 
-def wait_for(condition, what, timeout=POLL_TIMEOUT, pause=0.05):
-    """Calls condition() until it is true; fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not the case after {timeout} s")
-        time.sleep(pause)
+wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT, pause=0.05)
 
 
 def closed_ports(count):
