@@ -348,7 +348,7 @@ static void check_route(struct config *config)
 
         http_request_init(&req);
         CHECK(http_parse_request(&req, buf, strlen(buf), &limits) == HTTP_DONE, "request %zu", i);
-        CHECK(request_check(&req, buf, &info) == 0, "request %zu", i);
+        CHECK(request_check(&req, buf, &config->policy, &info) == 0, "request %zu", i);
         switch (route_call(&config->route, &rq, head_only, &pool, &answer)) {
         case ROUTE_DEFAULT:
         case ROUTE_FAILED:
@@ -365,6 +365,7 @@ static void check_route(struct config *config)
             CHECK(false, "route_call returned something else");
         }
         buffer_free(&answer);
+        request_info_free(&info);
     }
 }
 

@@ -20,9 +20,11 @@
  *  - Round trip: the head rebuilt from the spans parses to the same request.
  *  - request.c: if request_check accepts the head, the head rsp writes for
  *    the backend parses completely, passes request_check itself with the
- *    same body framing, and carries exactly one X-Forwarded-For, one
- *    Connection (close), no hop-by-hop header, and the client's Host and
- *    framing headers.
+ *    same body framing, host, and path and query (its target is in origin
+ *    form, its path already normal: the path route judged), and carries
+ *    exactly one X-Forwarded-For, Forwarded and Connection (close), no
+ *    hop-by-hop or spoofable header, no header name with '_', and the
+ *    client's framing headers and one Host.
  *
  * Build and run: see fuzz/README.md. */
 #include "body.h"
@@ -307,24 +309,42 @@ static size_t count_headers(const struct http_request *req, const char *buf, con
     return n;
 }
 
-/* What rsp sends on must itself be a clean request, framed the same way. */
+/* True if no header name in req has a '_'. */
+static bool no_underscore_names(const struct http_request *req, const char *buf)
+{
+    for (size_t h = 0; h < req->header_count; h++)
+        if (memchr(buf + req->headers[h].name.offset, '_', req->headers[h].name.length) != NULL)
+            return false;
+    return true;
+}
+
+/* What rsp sends on must itself be a clean request, framed the same way,
+ * with the target in origin form holding exactly the path that was judged. */
 static void check_forwarded_head(const struct http_request *req, const uint8_t *buf)
 {
+    static const struct request_policy policy = { false, false };
     struct request_info info, info2;
     const char *b = (const char *)buf;
 
-    if (request_check(req, b, &info) != 0)
+    if (request_check(req, b, &policy, &info) != 0) {
+        request_info_free(&info);
         return;
-    /* rsp adds up to five headers of its own. A head that then has more
+    }
+    /* rsp adds up to seven headers of its own. A head that then has more
      * than HTTP_MAX_HEADERS is fine for most backends, but would be refused
      * (431) by rsp's own parser, which this check uses: skip those. */
-    if (req->header_count + 5 > HTTP_MAX_HEADERS)
+    if (req->header_count + 7 > HTTP_MAX_HEADERS) {
+        request_info_free(&info);
         return;
+    }
     CHECK(span_inside(info.host, req->head_length) && span_inside(info.host_header, req->head_length),
           "host spans");
+    CHECK(info.whole_server || (info.path != NULL && info.path_length > 0 && info.path[0] == '/'),
+          "a forwarded path that does not begin with '/'");
 
     struct buffer out = BUFFER_INIT;
-    CHECK(request_write_head(req, b, &info, "192.0.2.1", &out) == 0, "request_write_head failed");
+    CHECK(request_write_head(req, b, &info, &policy, "192.0.2.1", &out) == 0,
+          "request_write_head failed");
     size_t len = buffer_length(&out);
     char *sent = malloc(len);
     CHECK(sent != NULL, "out of memory");
@@ -339,28 +359,47 @@ static void check_forwarded_head(const struct http_request *req, const uint8_t *
           "the head sent to the backend gives status %d (head_length %zu of %zu):\n%.*s", rc,
           fwd->head_length, len, (int)len, sent);
     CHECK(span_text_equal(buf, req->method, sent, fwd->method) &&
-              span_text_equal(buf, req->target, sent, fwd->target) &&
               fwd->minor_version == req->minor_version,
           "the request line sent on differs");
-    rc = request_check(fwd, sent, &info2);
+    rc = request_check(fwd, sent, &policy, &info2);
     CHECK(rc == 0, "the head sent to the backend fails request_check (%d):\n%.*s", rc, (int)len, sent);
+    CHECK(info2.form != TARGET_ABSOLUTE && info2.whole_server == info.whole_server,
+          "the target sent on is not in origin form (or '*'):\n%.*s", (int)len, sent);
+    /* The backend gets the path route judged: sent on, it is already in
+     * normal form, so checking it again finds the very same path. */
+    CHECK(info.whole_server ||
+              (info2.path_length == info.path_length &&
+               memcmp(info2.path, info.path, info.path_length) == 0 &&
+               info2.has_query == info.has_query && info2.query.length == info.query.length &&
+               memcmp(sent + info2.query.offset, b + info.query.offset, info.query.length) == 0),
+          "the path or query sent on is not the one judged:\n%.*s", (int)len, sent);
+    CHECK(info2.host.length == info.host.length &&
+              memcmp(sent + info2.host.offset, b + info.host.offset, info.host.length) == 0,
+          "the backend would see another host:\n%.*s", (int)len, sent);
     CHECK(info.body.chunked == info2.body.chunked && info.body.remaining == info2.body.remaining &&
               info.body.done == info2.body.done,
           "the backend would frame the body differently:\n%.*s", (int)len, sent);
     CHECK(count_headers(fwd, sent, "x-forwarded-for") == 1 &&
               count_headers(fwd, sent, "x-real-ip") == 1 &&
               count_headers(fwd, sent, "x-forwarded-proto") == 1 &&
+              count_headers(fwd, sent, "forwarded") == 1 &&
               count_headers(fwd, sent, "x-forwarded-host") == (info.host_header.length > 0),
           "forwarded headers:\n%.*s", (int)len, sent);
     CHECK(count_headers(fwd, sent, "connection") == 1, "Connection headers:\n%.*s", (int)len, sent);
-    static const char *const hop[] = { "keep-alive", "proxy-connection", "te", "upgrade" };
-    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-        CHECK(count_headers(fwd, sent, hop[i]) == 0, "%s sent on:\n%.*s", hop[i], (int)len, sent);
-    /* (Identical Content-Length headers may go on as one.) */
+    static const char *const gone[] = { "keep-alive", "proxy-connection", "te", "upgrade",
+                                        "x-original-url", "x-rewrite-url" };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        CHECK(count_headers(fwd, sent, gone[i]) == 0, "%s sent on:\n%.*s", gone[i], (int)len, sent);
+    CHECK(no_underscore_names(fwd, sent), "a header name with '_' sent on:\n%.*s", (int)len, sent);
+    /* (Identical Content-Length headers may go on as one.) An absolute
+     * target's authority becomes the one Host. */
     CHECK((count_headers(fwd, sent, "content-length") > 0) == (count_headers(req, b, "content-length") > 0) &&
               count_headers(fwd, sent, "transfer-encoding") == count_headers(req, b, "transfer-encoding") &&
-              count_headers(fwd, sent, "host") == count_headers(req, b, "host"),
+              count_headers(fwd, sent, "host") ==
+                  (info.form == TARGET_ABSOLUTE ? 1 : count_headers(req, b, "host")),
           "framing or Host headers dropped:\n%.*s", (int)len, sent);
+    request_info_free(&info2);
+    request_info_free(&info);
     free(fwd);
     free(sent);
 }

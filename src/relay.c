@@ -227,7 +227,7 @@ static bool ask_route(struct relay *relay)
 static void request_ready(struct relay *relay)
 {
     const char *buf = relay->head.data;
-    int status = request_check(&relay->request, buf, &relay->info);
+    int status = request_check(&relay->request, buf, &relay->config->policy, &relay->info);
 
     relay->head_method = is_head_request(relay);
     if (status != 0) {
@@ -274,7 +274,7 @@ static void send_request(struct relay *relay)
     size_t head_length = relay->request.head_length;
 
     if (request_write_head(&relay->request, relay->head.data, &relay->info,
-                           relay->client_address, &head) == -1) {
+                           &relay->config->policy, relay->client_address, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         fail_request(relay, 502);
@@ -292,7 +292,9 @@ static void send_request(struct relay *relay)
         else
             relay->drained += rest_length;
     }
-    buffer_free(&relay->head); /* the parsed request pointed into it: done with both */
+    /* The parsed request pointed into the head: done with both. */
+    buffer_free(&relay->head);
+    request_info_free(&relay->info);
 }
 
 /* The backend socket became writable (or failed) while connecting. */
@@ -432,6 +434,7 @@ static void relay_close(struct relay *relay)
     connection_close(&relay->client);
     release_backend(relay);
     buffer_free(&relay->head);
+    request_info_free(&relay->info);
     free(relay);
 }
 

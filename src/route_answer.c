@@ -94,6 +94,10 @@ static bool append_headers(lua_State *L, int t, bool has_location, struct buffer
         content_type |= strcasecmp(name, "content-type") == 0;
         if (lua_type(L, -1) == LUA_TTABLE) {
             size_t count = lua_objlen(L, -1);
+            /* An empty list would send nothing, and for Content-Type
+             * would also suppress our default: say what was meant. */
+            if (count == 0)
+                luaL_error(L, "route's response: header '%s' has an empty list of values", name);
             for (size_t i = 1; i <= count; i++) {
                 lua_rawgeti(L, -1, (int)i);
                 append_header(L, out, name, lua_gettop(L));
@@ -131,7 +135,10 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
         number != (lua_Number)(int)number)
         luaL_error(L, "route's response: 'status' must be a whole number from 200 to 599");
     status = (int)number;
-    no_body = status == 204 || status == 304;
+    /* 204 and 304 never have a body; 205 must not have one (RFC 9110,
+     * section 15.3.6), though unlike those two it says so with a
+     * Content-Length of 0. */
+    no_body = status == 204 || status == 205 || status == 304;
     if (!lua_isnil(L, body_at) && lua_type(L, body_at) != LUA_TSTRING)
         luaL_error(L, "route's response: 'body' must be a string, not a %s", luaL_typename(L, body_at));
     if (!lua_isnil(L, body_at) && no_body)
@@ -160,7 +167,7 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
         if (!content_type)
             APPEND_LITERAL(L, out, "Content-Type: text/html; charset=utf-8\r\n");
     }
-    if (!no_body) {
+    if (!no_body || status == 205) {
         snprintf(line, sizeof line, "Content-Length: %zu\r\n", body_length);
         append(L, out, line, strlen(line));
     }

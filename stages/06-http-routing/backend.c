@@ -5,20 +5,12 @@
  * Nothing is logged per request, only when a backend changes state. */
 #include "backend.h"
 
+#include "clock.h"
 #include "log.h"
 
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 uint64_t backend_bit(const struct pool *pool, const struct backend *b)
 {
@@ -56,7 +48,7 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
 
 struct backend *backend_pick(struct pool *pool, uint64_t tried)
 {
-    double now = now_seconds();
+    double now = clock_now();
     struct backend *b = pick(pool, tried, false, now);
 
     return b != NULL ? b : pick(pool, tried, true, now);
@@ -64,7 +56,7 @@ struct backend *backend_pick(struct pool *pool, uint64_t tried)
 
 void backend_failed(struct pool *pool, struct backend *b, int error)
 {
-    b->retry_at = now_seconds() + pool->down_time;
+    b->retry_at = clock_now() + pool->down_time;
     if (!b->down) {
         b->down = true;
         log_msg("backend %s is down (%s); skipping it for %g s", b->name, strerror(error),

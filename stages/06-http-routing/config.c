@@ -407,6 +407,24 @@ out:
     return rc;
 }
 
+/* allow_underscores_in_headers = true | false (absent: false) */
+static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
+{
+    int rc = 0;
+
+    get_global(L, "allow_underscores_in_headers");
+    policy->allow_underscores_in_headers = false;
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        policy->allow_underscores_in_headers = lua_toboolean(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting 'allow_underscores_in_headers' must be true or false, not a %s",
+                     luaL_typename(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
 /* max_request_line and max_request_head: the parser's limits. */
 static int read_limits(lua_State *L, const char *path, struct http_limits *limits)
 {
@@ -470,7 +488,8 @@ int config_load(const char *path, struct config *config)
                     &config->default_pool.down_time) == 0 &&
         read_default_site(L, path, config) == 0 &&
         read_sites(L, path, config) == 0 &&
-        read_limits(L, path, &config->limits) == 0) {
+        read_limits(L, path, &config->limits) == 0 &&
+        read_policy(L, path, &config->policy) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0)
             config_error(path, "setting 'backends' is missing (and there are no 'sites')");
         else

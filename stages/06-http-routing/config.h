@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "http.h"
+#include "request.h"
 #include "router.h"
 
 struct config {
@@ -12,6 +13,7 @@ struct config {
     struct pool default_pool;   /* the default site; used if router.fallback */
     struct router router;       /* the sites, and the default one */
     struct http_limits limits;  /* request line and head sizes */
+    struct request_policy policy; /* underscores in header names */
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -23,6 +25,7 @@ struct config {
  *                 ["*.example.com"] = { ... } }   optional
  *   down_time = seconds a failed backend is skipped (default 5)
  *   max_request_line = 8192, max_request_head = 32768   (bytes)
+ *   allow_underscores_in_headers = false   forward header names with '_' 
  * Backend names are resolved here, once. On any problem prints one line
  * naming the file and the setting to stderr and returns -1; otherwise fills
  * *config and returns 0. */

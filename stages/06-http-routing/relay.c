@@ -230,7 +230,7 @@ static void send_request(struct relay *relay)
     size_t head_length = relay->request.head_length;
 
     if (request_write_head(&relay->request, relay->head.data, &relay->info,
-                           relay->client_address, &head) == -1) {
+                           &relay->config->policy, relay->client_address, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         fail_request(relay, 502);

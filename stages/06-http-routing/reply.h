@@ -6,11 +6,17 @@
 #include "connection.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
-/* Queues a complete response with the given status (400, 414, 421, 431,
- * 502, 505, ...) and a short HTML body on c, with Connection: close. For
- * a HEAD request (head_only) the headers are the same but the body is left
- * out, as HTTP requires. */
+/* Writes a complete response with the given status (400, 405, 414, 421,
+ * 431, 502, 503, 505) and a short HTML body to out (size bytes; 1024 is
+ * plenty), with Connection: close, and Allow for a 405. For a HEAD request
+ * (head_only) the headers are the same but the body is left out, as HTTP
+ * requires. Returns its length. */
+size_t reply_format(char *out, size_t size, int status, bool head_only);
+
+/* Queues a complete response with the given status on c, as reply_format
+ * writes it. */
 void reply_error(struct connection *c, int status, bool head_only);
 
 #endif

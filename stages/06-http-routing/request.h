@@ -1,10 +1,12 @@
 /* request.h -- what a parsed request means, and the head we send on.
  *
  * After the parser has split a head into pieces, this decides whether the
- * request is acceptable (one Host, unambiguous body framing), and writes
- * the head the backend receives: the client's head without hop-by-hop
- * headers, with X-Forwarded-* and X-Real-IP set by us, and Connection:
- * close (one request per connection until chapter 09). */
+ * request is acceptable (a target form we can route, one Host, unambiguous
+ * body framing), and writes the head the backend receives: the request line
+ * in origin form, the client's headers
+ * without hop-by-hop and spoofable ones, with X-Forwarded-*, X-Real-IP and
+ * Forwarded set by us, and Connection: close (one request per connection
+ * until chapter 09). */
 #ifndef RSP_REQUEST_H
 #define RSP_REQUEST_H
 
@@ -12,20 +14,44 @@
 #include "buffer.h"
 #include "http.h"
 
+#include <stdbool.h>
+
+/* How the request target is written (RFC 9112, section 3.2). */
+enum target_form {
+    TARGET_ORIGIN,            /* "/path?query" */
+    TARGET_ABSOLUTE,          /* "http://host:port/path?query" (or https) */
+    TARGET_ASTERISK,          /* "*", for OPTIONS only */
+};
+
+/* Choices the config makes about what may pass. */
+struct request_policy {
+    bool allow_underscores_in_headers; /* forward header names with '_' */
+};
+
 struct request_info {
-    struct http_span host;        /* the Host value without its port; length 0 if none */
-    struct http_span host_header; /* the Host value as sent, port included */
+    struct http_span host;        /* the host name without its port; length 0 if none */
+    struct http_span host_header; /* what the backend gets as Host: the Host value as
+                                     sent, or the authority of an absolute target */
     struct body_framer body;      /* how the body is framed */
+    enum target_form form;
+    bool whole_server;            /* OPTIONS for the server itself: sent on as "*" */
+    struct http_span path;        /* the path as sent; empty in "http://host" */
+    struct http_span query;       /* after the '?', if has_query */
+    bool has_query;
 };
 
 /* Checks the semantics of a parsed head in buf and fills *info. Returns 0,
- * or the status to answer with (400). */
+ * or the status to answer with: 400 (a malformed or ambiguous request) or
+ * 405 (CONNECT: rsp tunnels nothing). */
 int request_check(const struct http_request *req, const char *buf, struct request_info *info);
+
+/* The Allow header rsp sends with its 405 (without the line end). */
+#define REQUEST_ALLOW_HEADER "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 /* Appends to out the head to send to the backend. client_address is the
  * client's IP address as text. Returns 0, or -1 if out of memory. */
 int request_write_head(const struct http_request *req, const char *buf,
-                       const struct request_info *info, const char *client_address,
-                       struct buffer *out);
+                       const struct request_info *info, const struct request_policy *policy,
+                       const char *client_address, struct buffer *out);
 
 #endif

@@ -150,6 +150,34 @@ static int read_number(lua_State *L, const char *path, const char *name, double 
     return rc;
 }
 
+/* Reads a boolean setting of the globals (absent: false). */
+static int read_boolean(lua_State *L, const char *path, const char *name, bool *out)
+{
+    int rc = 0;
+
+    config_global(L, name);
+    *out = false;
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        *out = lua_toboolean(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s' must be true or false, not a %s", name,
+                     luaL_typename(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* What may pass to a backend that most proxies refuse or drop. */
+static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
+{
+    if (read_boolean(L, path, "allow_underscores_in_headers",
+                     &policy->allow_underscores_in_headers) == -1 ||
+        read_boolean(L, path, "allow_encoded_slashes", &policy->allow_encoded_slashes) == -1)
+        return -1;
+    return 0;
+}
+
 /* max_request_line and max_request_head: the parser's limits. */
 static int read_limits(lua_State *L, const char *path, struct http_limits *limits)
 {
@@ -170,6 +198,39 @@ static int read_limits(lua_State *L, const char *path, struct http_limits *limit
     }
     limits->max_line = (size_t)line;
     limits->max_head = (size_t)head;
+    return 0;
+}
+
+/* The libraries a config may use: Lua's standard ones and bit. Not jit,
+ * with which a script could switch the compiler back on (and compiled code
+ * never calls the hook that enforces route's time limit, route.c), nor ffi,
+ * nor debug.sethook, which could remove that hook, nor package.loadlib,
+ * which could load either from a shared library. Runs in lua_cpcall. */
+static int open_libraries(lua_State *L)
+{
+    static const luaL_Reg libraries[] = {
+        { "", luaopen_base },
+        { LUA_LOADLIBNAME, luaopen_package },
+        { LUA_TABLIBNAME, luaopen_table },
+        { LUA_IOLIBNAME, luaopen_io },
+        { LUA_OSLIBNAME, luaopen_os },
+        { LUA_STRLIBNAME, luaopen_string },
+        { LUA_MATHLIBNAME, luaopen_math },
+        { LUA_DBLIBNAME, luaopen_debug },
+        { LUA_BITLIBNAME, luaopen_bit },
+    };
+
+    for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++) {
+        lua_pushcfunction(L, libraries[i].func);
+        lua_pushstring(L, libraries[i].name);
+        lua_call(L, 1, 0);
+    }
+    lua_getfield(L, LUA_GLOBALSINDEX, LUA_DBLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "sethook");
+    lua_getfield(L, LUA_GLOBALSINDEX, LUA_LOADLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "loadlib");
     return 0;
 }
 
@@ -224,7 +285,8 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
 /* The settings rsp reads, for config_warn_strays. */
 static const char *const settings[] = {
     "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
-    "down_time", "max_request_line", "max_request_head", NULL,
+    "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
+    "allow_encoded_slashes", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -309,10 +371,14 @@ int config_load(const char *path, struct config *config)
         config_error(path, "cannot create a Lua state (out of memory)");
         return -1;
     }
-    luaL_openlibs(L);
     /* Interpreted from the start: a route function must never be compiled
      * (route.c says why), nor anything it calls. */
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    if (lua_cpcall(L, open_libraries, NULL) != 0) {
+        config_error(path, "cannot open the Lua libraries (out of memory)");
+        lua_close(L);
+        return -1;
+    }
 
     if (run_script(L, path) == 0 &&
         read_listen(L, path, config) == 0 &&
@@ -322,6 +388,7 @@ int config_load(const char *path, struct config *config)
         config_read_pools(L, path, config) == 0 &&
         config_read_sites(L, path, config) == 0 &&
         read_limits(L, path, &config->limits) == 0 &&
+        read_policy(L, path, &config->policy) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");

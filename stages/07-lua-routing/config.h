@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "http.h"
+#include "request.h"
 #include "route.h"
 #include "router.h"
 
@@ -15,6 +16,7 @@ struct config {
     size_t pool_count;
     struct router router;       /* the sites, and the default one */
     struct http_limits limits;  /* request line and head sizes */
+    struct request_policy policy; /* underscores in header names, encoded slashes */
     double route_time_limit;    /* seconds */
     struct route_hook route;    /* route.L == NULL: no route function */
 };
@@ -31,6 +33,8 @@ struct config {
  *   route_time_limit = seconds route may run per request (default 0.1)
  *   down_time = seconds a failed backend is skipped (default 5)
  *   max_request_line = 8192, max_request_head = 32768   (bytes)
+ *   allow_underscores_in_headers = false   forward header names with '_'
+ *   allow_encoded_slashes = false   let %2F and %5C through in paths (else 400)
  * At least one of backends, sites and route must be there. Backend names
  * are resolved here, once. With a route function the Lua state stays
  * alive in config->route. On any problem prints one line

@@ -5,7 +5,6 @@
 
 #include <stdbool.h>
 #include <string.h>
-#include <strings.h>
 
 static bool is_unreserved(unsigned char c)
 {
@@ -80,24 +79,4 @@ size_t path_normalize(const char *in, size_t length, char *out)
         }
     }
     return n;
-}
-
-void path_split_target(const char *target, size_t length, struct target_parts *parts)
-{
-    size_t start = 0, question;
-
-    if (length >= 7 && strncasecmp(target, "http://", 7) == 0)
-        start = 7;
-    else if (length >= 8 && strncasecmp(target, "https://", 8) == 0)
-        start = 8;
-    if (start > 0) /* skip the authority */
-        while (start < length && target[start] != '/' && target[start] != '?')
-            start++;
-    question = start;
-    while (question < length && target[question] != '?')
-        question++;
-    parts->path = start;
-    parts->path_length = question - start;
-    parts->query = question < length ? question + 1 : length;
-    parts->query_length = length - parts->query;
 }

@@ -1,5 +1,5 @@
 /* path.h -- the path of a request target, in the one spelling that rules
- * match against.
+ * match against, and that the backend receives.
  *
  * "/static/x", "/%73tatic/x", "/a/../static/x" and "//static/x" all name
  * the same file to most backends. A rule written against one spelling must
@@ -8,17 +8,6 @@
 #define RSP_PATH_H
 
 #include <stddef.h>
-
-/* Where the path and the query are in a request target, as offsets into
- * it. For "/a/b?x=1" the path is "/a/b" and the query "x=1". In an absolute
- * form target ("http://host:8000/a?x") the path follows the authority, and
- * may be empty. Without a '?' the query is empty, at the end of the target. */
-struct target_parts {
-    size_t path, path_length;
-    size_t query, query_length;
-};
-
-void path_split_target(const char *target, size_t length, struct target_parts *parts);
 
 /* Writes the normal form of the path `in` (in_length bytes; the part of a
  * target before any '?') to out, which must have room for 3 * in_length bytes,

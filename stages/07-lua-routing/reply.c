@@ -1,6 +1,8 @@
 /* reply.c -- small, complete responses of rsp's own. */
 #include "reply.h"
 
+#include "request.h"
+
 #include <stdio.h>
 
 const char *reply_reason(int status)
@@ -9,7 +11,9 @@ const char *reply_reason(int status)
     case 200: return "OK";
     case 201: return "Created";
     case 202: return "Accepted";
+    case 203: return "Non-Authoritative Information";
     case 204: return "No Content";
+    case 205: return "Reset Content";
     case 206: return "Partial Content";
     case 300: return "Multiple Choices";
     case 301: return "Moved Permanently";
@@ -23,11 +27,19 @@ const char *reply_reason(int status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
     case 421: return "Misdirected Request";
+    case 422: return "Unprocessable Content";
+    case 426: return "Upgrade Required";
+    case 428: return "Precondition Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 451: return "Unavailable For Legal Reasons";
@@ -49,8 +61,10 @@ static const char *explanation(int status)
     case 414: return "The request line is longer than rsp accepts.";
     case 421: return "This server does not serve that host name.";
     case 431: return "The request's headers are larger than rsp accepts.";
+    case 405: return "rsp forwards requests to web servers; it opens no tunnels (CONNECT).";
     case 500: return "rsp's route function failed on this request.";
     case 502: return "rsp could not get an answer from any backend server.";
+    case 503: return "The server is too busy to answer right now; please try again shortly.";
     case 505: return "rsp speaks HTTP/1.0 and HTTP/1.1 only.";
     default:  return "rsp could not handle this request.";
     }
@@ -69,17 +83,29 @@ size_t reply_page(char *out, size_t size, int status, const char *explanation)
     return (size_t)n < size ? (size_t)n : size - 1;
 }
 
+size_t reply_format(char *out, size_t size, int status, bool head_only)
+{
+    char body[1024];
+    size_t body_len = reply_page(body, sizeof body, status, explanation(status));
+    int n = snprintf(out, size,
+                     "HTTP/1.1 %d %s\r\n"
+                     "Content-Type: text/html; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\n"
+                     "%s"
+                     "Connection: close\r\n"
+                     "\r\n%s",
+                     status, reply_reason(status), body_len,
+                     status == 405 ? REQUEST_ALLOW_HEADER "\r\n" : "", head_only ? "" : body);
+    if (n < 0)
+        return 0;
+    return (size_t)n < size ? (size_t)n : size - 1;
+}
+
 void reply_error(struct connection *c, int status, bool head_only)
 {
-    char body[1024], response[1536];
-    size_t body_len = reply_page(body, sizeof body, status, explanation(status));
-    int len = snprintf(response, sizeof response,
-                       "HTTP/1.1 %d %s\r\n"
-                       "Content-Type: text/html; charset=utf-8\r\n"
-                       "Content-Length: %zu\r\n"
-                       "Connection: close\r\n"
-                       "\r\n%s",
-                       status, reply_reason(status), body_len, head_only ? "" : body);
-    if (len > 0)
-        connection_write(c, response, (size_t)len < sizeof response ? (size_t)len : sizeof response - 1);
+    char response[1536];
+    size_t length = reply_format(response, sizeof response, status, head_only);
+
+    if (length > 0)
+        connection_write(c, response, length);
 }

@@ -21,15 +21,15 @@
  * the file-level `call_clock` below; rsp is single-threaded. */
 #include "route.h"
 
+#include "clock.h"
 #include "log.h"
-#include "path.h"
 #include "route_answer.h"
 
 #include <lauxlib.h>
 #include <luajit.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* How often the hook looks at the clock: about a microsecond of work for
  * the interpreter, so checking costs little and the limit is kept closely. */
@@ -40,14 +40,6 @@ static struct {
     bool expired;        /* ...and has run past its deadline */
     double deadline;     /* monotonic seconds */
 } call_clock;
-
-static double monotonic_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The count hook. Once the deadline has passed it fires on every
  * instruction and yields. Inside a call from C (a table.sort comparator, a
@@ -60,7 +52,7 @@ static void time_limit_hook(lua_State *L, lua_Debug *ar)
     if (!call_clock.running)
         return;
     if (!call_clock.expired) {
-        if (monotonic_now() < call_clock.deadline)
+        if (clock_now() < call_clock.deadline)
             return;
         call_clock.expired = true;
         lua_sethook(L, time_limit_hook, LUA_MASKCOUNT, 1);
@@ -99,7 +91,8 @@ static void push_lower(lua_State *L, struct route_hook *hook, const char *text, 
     lua_pushlstring(L, out, length);
 }
 
-/* req.headers: lower-case name -> value; repeated headers joined by ", ". */
+/* req.headers: lower-case name -> value; repeated headers joined by ", ",
+ * except Cookie, whose pairs are joined by "; " (RFC 6265, section 5.4). */
 static void push_headers(lua_State *L, struct route_hook *hook, const struct route_request *rq)
 {
     const struct http_request *req = rq->request;
@@ -115,7 +108,10 @@ static void push_headers(lua_State *L, struct route_hook *hook, const struct rou
             lua_pop(L, 1);
             lua_pushlstring(L, rq->buf + h->value.offset, h->value.length);
         } else {
-            lua_pushliteral(L, ", ");
+            if (http_span_is(rq->buf, h->name, "cookie"))
+                lua_pushliteral(L, "; ");
+            else
+                lua_pushliteral(L, ", ");
             lua_pushlstring(L, rq->buf + h->value.offset, h->value.length);
             lua_concat(L, 3);
         }
@@ -123,14 +119,14 @@ static void push_headers(lua_State *L, struct route_hook *hook, const struct rou
     }
 }
 
-/* Pushes the table req for rq. */
+/* Pushes the table req for rq. req.path is the normal form of the path,
+ * the very path the backend will receive (request.c). */
 static void push_request(lua_State *L, struct route_hook *hook, const struct route_request *rq)
 {
     const struct http_request *req = rq->request;
+    const struct request_info *info = rq->info;
     const char *buf = rq->buf;
-    struct target_parts parts;
-    struct http_span host = rq->info->host;
-    char *path;
+    struct http_span host = info->host;
 
     lua_createtable(L, 0, 8);
     set_span(L, "method", buf, req->method);
@@ -139,18 +135,12 @@ static void push_request(lua_State *L, struct route_hook *hook, const struct rou
     lua_setfield(L, -2, "version");
     lua_pushstring(L, rq->client_address);
     lua_setfield(L, -2, "client");
-
-    path_split_target(buf + req->target.offset, req->target.length, &parts);
-    if (parts.path_length == 0) {
-        lua_pushliteral(L, "/"); /* "http://host" and "http://host?q" ask for "/" */
-    } else {
-        path = scratch(L, hook, 3 * parts.path_length); /* a lone '%' becomes "%25" */
-        lua_pushlstring(L, path, path_normalize(buf + req->target.offset + parts.path,
-                                                parts.path_length, path));
-    }
+    if (info->path != NULL)
+        lua_pushlstring(L, info->path, info->path_length);
+    else
+        lua_pushliteral(L, "*");
     lua_setfield(L, -2, "path");
-    lua_pushlstring(L, buf + req->target.offset + parts.query, parts.query_length);
-    lua_setfield(L, -2, "query");
+    set_span(L, "query", buf, info->query); /* empty without a '?' */
 
     /* The name without a trailing dot: "example.com." is "example.com". */
     if (host.length > 0 && buf[host.offset + host.length - 1] == '.')
@@ -217,6 +207,8 @@ static int call_route(lua_State *L)
     struct call *call = lua_touserdata(L, 1);
     struct route_hook *hook = call->hook;
     lua_State *thread;
+    double started, took;
+    char limit[128];
     int status;
 
     push_request(L, hook, call->rq);                     /* 2: req */
@@ -227,32 +219,42 @@ static int call_route(lua_State *L)
     lua_pushvalue(L, 2);
     lua_xmove(L, thread, 1);
 
+    /* Setting the hook again restarts its count: every call gets the same
+     * ROUTE_CHECK_INSTRUCTIONS before the first look at the clock. */
+    lua_sethook(L, time_limit_hook, LUA_MASKCOUNT, ROUTE_CHECK_INSTRUCTIONS);
     call_clock.running = true;
     call_clock.expired = false;
-    call_clock.deadline = monotonic_now() + hook->time_limit;
+    started = clock_now();
+    call_clock.deadline = started + hook->time_limit;
     status = lua_resume(thread, 1);
     call_clock.running = false;
-    if (call_clock.expired)
-        lua_sethook(L, time_limit_hook, LUA_MASKCOUNT, ROUTE_CHECK_INSTRUCTIONS);
+    took = clock_now() - started;
 
     if (status == 0) {
+        /* The hook runs between instructions: one long call into C (a
+         * backtracking string.match over a long path) cannot be stopped,
+         * and every other client waited meanwhile. Say so. */
+        if (took > hook->time_limit)
+            log_msg("route: took %.3f s, over its time limit of %g s (a single long call "
+                    "such as string.match cannot be interrupted)", took, hook->time_limit);
         /* Only the first result counts; the coroutine is ready for reuse. */
         lua_settop(thread, 1);
         lua_xmove(thread, L, 1);                         /* 4: the result */
         decide(L, 4, hook, call->head_only, &call->pool, call->answer, &call->outcome);
         return 0;
     }
-    if (status == LUA_YIELD) {
-        lua_pushfstring(L, call_clock.expired ? "route ran past its time limit (%f s)"
-                                              : "route yielded (it must return instead)",
-                        hook->time_limit);
+    snprintf(limit, sizeof limit, "route ran past its time limit (%g s; stopped after %.3f s)",
+             hook->time_limit, took);
+    if (status == LUA_YIELD && call_clock.expired) {
+        lua_pushstring(L, limit);
+    } else if (status == LUA_YIELD) {
+        lua_pushliteral(L, "route yielded (it must return instead)");
     } else {
         lua_xmove(thread, L, 1);
         if (!lua_isstring(L, -1))
             lua_pushfstring(L, "route raised an error object of type %s", luaL_typename(L, -1));
         if (call_clock.expired) /* the hook's yield, refused inside a call from C */
-            lua_pushfstring(L, "route ran past its time limit (%f s): %s", hook->time_limit,
-                            lua_tostring(L, -1));
+            lua_pushfstring(L, "%s: %s", limit, lua_tostring(L, -1));
     }
     luaL_traceback(L, thread, lua_tostring(L, -1), 0);
     log_msg("route: %s", lua_tostring(L, -1));
