@@ -8,19 +8,20 @@
 #include "reactor.h"
 #include "relay.h"
 #include "reply.h"
+#include "timer.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* How long we stop listening when not even the spare fd can be had. */
-#define LISTENER_PAUSE_NS (100 * 1000 * 1000)
+#define LISTENER_PAUSE 0.1
 /* The least time between two "out of file descriptors" lines. */
 #define OVERFLOW_REPORT_INTERVAL 1.0
 
@@ -30,8 +31,8 @@ struct listener {
     struct relay_set *relays;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
-    /* A timerfd that ends a pause in listening: see pause_listening(). */
-    struct epoll_event_handler resume;
+    /* Ends a pause in listening: see pause_listening(). */
+    struct timer resume;
     bool paused;
     /* Clients turned away since the last report, and when that was. */
     unsigned long turned_away;
@@ -82,37 +83,33 @@ static void report_overflow(struct listener *listener, bool ended)
 /* Not even our spare fd can be had (the whole system is out, ENFILE): we
  * cannot take a client off the queue, and level-triggered epoll would
  * wake us for it again at once, for ever. So we stop watching the socket
- * for a moment, and let the timerfd tell us when to try again. */
+ * for a moment, and a timer tells us when to try again. */
 static void pause_listening(struct listener *listener)
 {
-    struct itimerspec again = { .it_value = { 0, LISTENER_PAUSE_NS } };
-
     if (listener->paused)
         return;
-    if (timerfd_settime(listener->resume.fd, 0, &again, NULL) == -1) {
-        log_errno("timerfd_settime");
+    if (timer_arm(&listener->resume, reactor_now() + LISTENER_PAUSE) == -1) {
+        log_msg("out of memory arming a timer");
         return;
     }
     if (reactor_modify(&listener->handler, 0) == -1) {
         log_errno("epoll_ctl(MOD) listener");
+        timer_disarm(&listener->resume);
         return;
     }
     listener->paused = true;
-    log_msg("out of file descriptors, even the spare one: not accepting for %d ms",
-            LISTENER_PAUSE_NS / 1000000);
+    log_msg("out of file descriptors, even the spare one: not accepting for %g s", LISTENER_PAUSE);
 }
 
-static void resume_handle(struct epoll_event_handler *self, uint32_t events)
+static void resume_listening(struct timer *timer)
 {
-    struct listener *listener = self->closure;
-    uint64_t expirations;
+    struct listener *listener = (struct listener *)((char *)timer - offsetof(struct listener, resume));
 
-    (void)events;
-    if (read(self->fd, &expirations, sizeof expirations) == -1 && errno != EAGAIN)
-        log_errno("read (timerfd)");
     if (reactor_modify(&listener->handler, EPOLLIN) == -1) {
         log_errno("epoll_ctl(MOD) listener");
-        return; /* the timer is disarmed: nothing would try again */
+        if (timer_arm(timer, reactor_now() + LISTENER_PAUSE) == -1)
+            log_msg("out of memory arming a timer: no longer accepting clients");
+        return;
     }
     listener->paused = false;
     if (listener->spare_fd == -1)
@@ -199,40 +196,25 @@ struct listener *listener_start(int listen_fd, struct config *config, struct rel
     listener->handler.closure = listener;
     listener->config = config;
     listener->relays = relays;
-    listener->resume.handle = resume_handle;
-    listener->resume.closure = listener;
-    listener->resume.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    timer_init(&listener->resume, resume_listening);
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (listener->resume.fd == -1 || listener->spare_fd == -1 ||
-        reactor_add(&listener->resume, EPOLLIN) == -1) {
+    if (listener->spare_fd == -1 || reactor_add(&listener->handler, EPOLLIN) == -1) {
         log_errno("listener_start");
-        goto fail;
-    }
-    if (reactor_add(&listener->handler, EPOLLIN) == -1) {
-        log_errno("listener_start");
-        reactor_remove(&listener->resume);
-        goto fail;
+        if (listener->spare_fd != -1)
+            close(listener->spare_fd);
+        free(listener);
+        return NULL;
     }
     return listener;
-fail:
-    if (listener->resume.fd != -1)
-        close(listener->resume.fd);
-    if (listener->spare_fd != -1)
-        close(listener->spare_fd);
-    free(listener);
-    return NULL;
 }
 
 void listener_stop(struct listener *listener)
 {
+    timer_disarm(&listener->resume);
     if (reactor_remove(&listener->handler) == -1)
         log_errno("epoll_ctl(DEL) listener");
     if (close(listener->handler.fd) == -1)
         log_errno("close listener");
-    if (reactor_remove(&listener->resume) == -1)
-        log_errno("epoll_ctl(DEL) timerfd");
-    if (close(listener->resume.fd) == -1)
-        log_errno("close timerfd");
     if (listener->spare_fd != -1 && close(listener->spare_fd) == -1)
         log_errno("close spare fd");
     free(listener);

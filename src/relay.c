@@ -55,6 +55,7 @@
 enum phase { PHASE_HEAD, PHASE_CONNECTING, PHASE_BODY, PHASE_DRAIN };
 
 struct relay {
+    struct reactor_deferred deferred; /* first: frees the relay at the end of the batch */
     struct relay_set *set;           /* the relays alive, a list through prev/next */
     struct relay *prev, *next;
     struct connection client;
@@ -422,7 +423,13 @@ static void backend_readable(struct relay *relay)
     }
 }
 
-/* Frees the relay. Nothing of it may be touched afterwards. */
+static void relay_release(struct reactor_deferred *deferred)
+{
+    free(deferred); /* the first member: the relay itself */
+}
+
+/* Closes both sockets and hands the relay's memory to the reactor, which
+ * frees it once no event of this batch can point at it any more. */
 static void relay_close(struct relay *relay)
 {
     if (relay->prev != NULL)
@@ -435,7 +442,8 @@ static void relay_close(struct relay *relay)
     release_backend(relay);
     buffer_free(&relay->head);
     request_info_free(&relay->info);
-    free(relay);
+    relay->deferred.release = relay_release;
+    reactor_defer(&relay->deferred);
 }
 
 /* Ends every event: applies the rules that link the two sides, then closes
@@ -491,7 +499,7 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
             client_readable(relay);
     }
-    relay_settle_or_close(relay); /* relay may be freed: touch nothing after */
+    relay_settle_or_close(relay); /* relay may be closed: touch nothing after */
 }
 
 /* Writes the client's IP address as text; an IPv4 client on our dual-stack

@@ -1,5 +1,5 @@
-/* rsp.c -- stage 07: rsp speaks HTTP and asks the config's Lua function
- * route(req), if there is one, where each request goes.
+/* rsp.c -- stage 08: rsp bounds every wait with a timeout, and checks
+ * its backends' health by itself.
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
