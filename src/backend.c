@@ -6,6 +6,7 @@
 #include "backend.h"
 
 #include "clock.h"
+#include "health.h"
 #include "log.h"
 
 #include <netdb.h>
@@ -30,7 +31,7 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
         size_t index = (pool->next + i) % pool->count;
         struct backend *b = &pool->backends[index];
 
-        if (tried & backend_bit(pool, b))
+        if ((tried & backend_bit(pool, b)) || b->failing)
             continue;
         if (!allow_down && b->down && now < b->retry_at)
             continue;
@@ -52,6 +53,14 @@ struct backend *backend_pick(struct pool *pool, uint64_t tried)
     struct backend *b = pick(pool, tried, false, now);
 
     return b != NULL ? b : pick(pool, tried, true, now);
+}
+
+bool pool_all_failing(const struct pool *pool)
+{
+    for (size_t i = 0; i < pool->count; i++)
+        if (!pool->backends[i].failing)
+            return false;
+    return pool->count > 0;
 }
 
 void backend_failed(struct pool *pool, struct backend *b, int error)
@@ -86,6 +95,7 @@ void pool_unreachable(struct pool *pool)
 
 void pool_free(struct pool *pool)
 {
+    health_stop(pool);
     for (size_t i = 0; i < pool->count; i++) {
         free(pool->backends[i].name);
         if (pool->backends[i].addresses != NULL)

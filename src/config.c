@@ -21,6 +21,11 @@
 #include <string.h>
 
 #define DEFAULT_DOWN_TIME 5.0
+#define DEFAULT_CONNECT_TIMEOUT 5.0
+#define DEFAULT_HEADER_TIMEOUT 10.0
+#define DEFAULT_BODY_TIMEOUT 30.0
+#define DEFAULT_RESPONSE_TIMEOUT 60.0
+#define DEFAULT_IDLE_TIMEOUT 300.0
 #define DEFAULT_ROUTE_TIME_LIMIT 0.1
 
 /* Lua's own messages usually begin with "PATH:LINE:" already; then we print
@@ -148,6 +153,21 @@ static int read_number(lua_State *L, const char *path, const char *name, double 
     }
     lua_pop(L, 1);
     return rc;
+}
+
+/* The five timeouts, in seconds: fractions allowed, at most a day. */
+static int read_timeouts(lua_State *L, const char *path, struct timeouts *t)
+{
+    if (read_number(L, path, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, 0.001, 86400,
+                    &t->connect) == -1 ||
+        read_number(L, path, "header_timeout", DEFAULT_HEADER_TIMEOUT, 0.001, 86400,
+                    &t->header) == -1 ||
+        read_number(L, path, "body_timeout", DEFAULT_BODY_TIMEOUT, 0.001, 86400, &t->body) == -1 ||
+        read_number(L, path, "response_timeout", DEFAULT_RESPONSE_TIMEOUT, 0.001, 86400,
+                    &t->response) == -1 ||
+        read_number(L, path, "idle_timeout", DEFAULT_IDLE_TIMEOUT, 0.001, 86400, &t->idle) == -1)
+        return -1;
+    return 0;
 }
 
 /* Reads a boolean setting of the globals (absent: false). */
@@ -286,7 +306,8 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
 static const char *const settings[] = {
     "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
     "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
-    "allow_encoded_slashes", NULL,
+    "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
+    "response_timeout", "idle_timeout", "health_check", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -384,11 +405,14 @@ int config_load(const char *path, struct config *config)
         read_listen(L, path, config) == 0 &&
         read_number(L, path, "down_time", DEFAULT_DOWN_TIME, 0.001, 86400,
                     &config->default_pool.down_time) == 0 &&
+        config_read_health(L, path, LUA_GLOBALSINDEX, "health_check", &config_health_defaults,
+                           &config->health) == 0 &&
         config_read_default_site(L, path, config) == 0 &&
         config_read_pools(L, path, config) == 0 &&
         config_read_sites(L, path, config) == 0 &&
         read_limits(L, path, &config->limits) == 0 &&
         read_policy(L, path, &config->policy) == 0 &&
+        read_timeouts(L, path, &config->timeouts) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
@@ -411,6 +435,23 @@ int config_load(const char *path, struct config *config)
     if (rc == -1)
         config_free(config);
     return rc;
+}
+
+struct pool *config_pool_at(struct config *config, size_t i)
+{
+    if (i == 0 && config->router.fallback != NULL)
+        return &config->default_pool;
+    if (config->router.fallback != NULL)
+        i--;
+    if (i < config->pool_count)
+        return &config->pools[i].pool;
+    i -= config->pool_count;
+    for (size_t j = 0; j < config->router.count; j++) {
+        struct site *site = &config->router.sites[j];
+        if (site->pool == &site->own && i-- == 0)
+            return &site->own;
+    }
+    return NULL;
 }
 
 void config_free(struct config *config)

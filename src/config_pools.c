@@ -141,6 +141,7 @@ int config_read_default_site(lua_State *L, const char *path, struct config *conf
     config_global(L, "backends");
     if (!lua_isnil(L, -1)) {
         rc = read_backend_list(L, path, "backends", &config->default_pool);
+        config->default_pool.health = config->health;
         if (rc == 0)
             rc = read_balance(L, path, LUA_GLOBALSINDEX, "balance", &config->default_pool);
         config->router.fallback = rc == 0 ? &config->default_pool : NULL;
@@ -182,10 +183,11 @@ static int site_name(const char *text, size_t length, char *out, size_t size, bo
     return 0;
 }
 
-/* Reads { backends = {...}, balance = "..." }, the table on top of the
- * stack, into pool. `setting` names the table in messages: "pools.app",
- * "sites[\"www.example.com\"]". */
-static int read_pool_table(lua_State *L, const char *path, const char *setting, struct pool *pool)
+/* Reads { backends = {...}, balance = "...", health_check = ... }, the table
+ * on top of the stack, into pool. `setting` names the table in messages:
+ * "pools.app", "sites[\"www.example.com\"]". */
+static int read_pool_table(lua_State *L, const char *path, const char *setting,
+                           const struct config *config, struct pool *pool)
 {
     char name[300];
     int rc;
@@ -202,6 +204,10 @@ static int read_pool_table(lua_State *L, const char *path, const char *setting, 
     if (rc == 0) {
         snprintf(name, sizeof name, "%s.balance", setting);
         rc = read_balance(L, path, -1, name, pool);
+    }
+    if (rc == 0) {
+        snprintf(name, sizeof name, "%s.health_check", setting);
+        rc = config_read_health(L, path, -1, name, &config->health, &pool->health);
     }
     return rc;
 }
@@ -288,8 +294,8 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        static const char *const fields[] = { "backends", "balance", NULL };
-        rc = read_pool_table(L, path, setting, &named->pool);
+        static const char *const fields[] = { "backends", "balance", "health_check", NULL };
+        rc = read_pool_table(L, path, setting, config, &named->pool);
         if (rc == 0) /* after the checks above, which explain a bare list better */
             rc = config_check_fields(L, path, setting, fields);
     }
@@ -317,7 +323,7 @@ static struct pool *find_pool(struct config *config, const char *name)
 static int read_site_pool(lua_State *L, const char *path, const char *setting, struct config *config,
                           struct site *site)
 {
-    static const char *const fields[] = { "backends", "balance", "pool", NULL };
+    static const char *const fields[] = { "backends", "balance", "pool", "health_check", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -325,7 +331,7 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         lua_pop(L, 1);
         site->own.down_time = config->default_pool.down_time;
         site->pool = &site->own;
-        rc = read_pool_table(L, path, setting, &site->own);
+        rc = read_pool_table(L, path, setting, config, &site->own);
         /* after the checks above, which explain a bare list better */
         return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
     }
@@ -340,12 +346,14 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
     } else {
         config_field(L, -2, "backends");
         config_field(L, -3, "balance");
-        if (!lua_isnil(L, -2) || !lua_isnil(L, -1)) {
+        config_field(L, -4, "health_check");
+        if (!lua_isnil(L, -3) || !lua_isnil(L, -2) || !lua_isnil(L, -1)) {
             config_error(path, "setting '%s' names a pool and its own %s: choose one", setting,
-                         !lua_isnil(L, -2) ? "backends" : "balance");
+                         !lua_isnil(L, -3) ? "backends" : !lua_isnil(L, -2) ? "balance"
+                                                                           : "health_check (set it on the pool)");
             rc = -1;
         }
-        lua_pop(L, 2);
+        lua_pop(L, 3);
     }
     lua_pop(L, 1);
     return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;

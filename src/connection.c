@@ -15,7 +15,7 @@ void connection_init(struct connection *c, int fd, bool connecting,
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
     c->connecting = connecting;
-    c->paused = c->read_done = c->shutdown_pending = c->write_done = c->broken = false;
+    c->paused = c->watch_hangup = c->read_done = c->shutdown_pending = c->write_done = c->broken = false;
 }
 
 void connection_init_none(struct connection *c)
@@ -23,7 +23,7 @@ void connection_init_none(struct connection *c)
     c->handler = (struct epoll_event_handler){ -1, NULL, NULL };
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
-    c->connecting = c->paused = c->shutdown_pending = c->broken = false;
+    c->connecting = c->paused = c->watch_hangup = c->shutdown_pending = c->broken = false;
     c->read_done = c->write_done = true;
 }
 
@@ -135,6 +135,8 @@ int connection_update(struct connection *c)
         wanted = EPOLLOUT; /* writable means the connect has finished */
     else if (!c->read_done && !c->paused)
         wanted |= EPOLLIN;
+    else if (!c->read_done && c->watch_hangup)
+        wanted |= EPOLLRDHUP;
     if (connection_queued(c) > 0)
         wanted |= EPOLLOUT;
     if (wanted == c->registered)

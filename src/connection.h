@@ -22,6 +22,7 @@ struct connection {
     uint32_t registered;     /* events epoll watches for us now; 0: not in epoll */
     bool connecting;         /* a non-blocking connect has not finished yet */
     bool paused;             /* reading stopped by backpressure */
+    bool watch_hangup;       /* while paused, still report the peer's FIN or reset */
     bool read_done;          /* no more reading: EOF, error, or nowhere to send it */
     bool shutdown_pending;   /* shut the write side once the queue is empty */
     bool write_done;         /* write side shut down, or writing failed */

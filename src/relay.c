@@ -22,8 +22,16 @@
  * queue is above RELAY_HIGH_WATER. The backend closes the response
  * (we ask for Connection: close); then we pass the close on to the client.
  * The relay ends when the client has been answered and has finished, or is
- * gone. */
+ * gone.
+ *
+ * Every wait has a bound (chapter 08). One timer per relay is armed for
+ * whichever deadline comes first of those that apply in its phase: the
+ * head (header_timeout), a connect (connect_timeout), the gap between two
+ * reads of the body (body_timeout), the start of the response
+ * (response_timeout), silence both ways (idle_timeout), and a client that
+ * was answered but does not hang up (RELAY_LINGER). */
 #include "relay.h"
+#include "relay_private.h"
 
 #include "backend.h"
 #include "config.h"
@@ -35,50 +43,24 @@
 #include "request.h"
 #include "route.h"
 #include "router.h"
+#include "timer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#define RELAY_READ_SIZE 16384
-#define RELAY_READS_PER_EVENT 4          /* then let other connections run */
-#define RELAY_HIGH_WATER (64 * 1024)
-#define RELAY_LOW_WATER (16 * 1024)
-#define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
-
-enum phase { PHASE_HEAD, PHASE_CONNECTING, PHASE_BODY, PHASE_DRAIN };
-
-struct relay {
-    struct reactor_deferred deferred; /* first: frees the relay at the end of the batch */
-    struct relay_set *set;           /* the relays alive, a list through prev/next */
-    struct relay *prev, *next;
-    struct connection client;
-    struct connection backend;       /* no socket until a connect starts */
-    struct config *config;
-    enum phase phase;
-    struct buffer head;              /* the request head as received, and what followed it */
-    struct http_request request;
-    struct request_info info;
-    struct pool *pool;               /* chosen by route, or by Host */
-    struct backend *current;         /* the backend tried or in use, or NULL */
-    const struct addrinfo *address;  /* which of its addresses */
-    uint64_t tried;                  /* backends tried for this request */
-    bool response_started;           /* a byte of the response reached the client's queue */
-    bool head_method;                /* a HEAD request: answers carry no body */
-    size_t drained;                  /* bytes dropped in PHASE_DRAIN */
-    char client_address[INET6_ADDRSTRLEN];
-};
-
 static void relay_handle(struct epoll_event_handler *self, uint32_t events);
+static void client_finished(struct relay *relay);
 
 /* Closes the backend socket, if any, and gives its slot back. */
-static void release_backend(struct relay *relay)
+void relay_release_backend(struct relay *relay)
 {
     if (relay->backend.handler.fd == -1)
         return;
@@ -102,9 +84,9 @@ static bool is_head_request(const struct relay *relay)
 /* The request cannot go on: answer it ourselves with `status` (unless part
  * of a response was already sent: then there is nothing sensible to say and
  * the client is simply cut off), drop the backend, and drain the client. */
-static void fail_request(struct relay *relay, int status)
+void relay_fail_request(struct relay *relay, int status)
 {
-    release_backend(relay);
+    relay_release_backend(relay);
     relay->phase = PHASE_DRAIN;
     if (relay->response_started) {
         connection_fail(&relay->client);
@@ -120,7 +102,7 @@ static void fail_request(struct relay *relay, int status)
  * to blame and any other would fail the same way: returns false. Otherwise
  * marks the backend down once every address of it has failed, and returns
  * true: trying another backend makes sense. */
-static bool attempt_failed(struct relay *relay, int error)
+bool relay_attempt_failed(struct relay *relay, int error)
 {
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
         error == EADDRNOTAVAIL) {
@@ -136,7 +118,7 @@ static bool attempt_failed(struct relay *relay, int error)
 /* Starts a connect to the next address of the current backend, or else to
  * the next backend the pool offers. Returns 0 when a connect is under way,
  * -1 when nothing is left to try. */
-static int connect_next(struct relay *relay)
+int relay_connect_next(struct relay *relay)
 {
     for (;;) {
         int fd;
@@ -152,12 +134,13 @@ static int connect_next(struct relay *relay)
         }
         fd = net_connect_start(relay->address);
         if (fd == -1) {
-            if (!attempt_failed(relay, errno))
+            if (!relay_attempt_failed(relay, errno))
                 return -1;
             continue;
         }
         connection_init(&relay->backend, fd, true, relay_handle, relay);
         relay->current->active++;
+        relay->attempt_started = reactor_now();
         return 0;
     }
 }
@@ -166,7 +149,7 @@ static int connect_next(struct relay *relay)
 static void answer_bad_gateway(struct relay *relay)
 {
     pool_unreachable(relay->pool);
-    fail_request(relay, 502);
+    relay_fail_request(relay, 502);
 }
 
 /* Passes body bytes to the backend, as far as the framing says the body
@@ -176,17 +159,19 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     ssize_t n = body_frame(&relay->info.body, data, len);
 
     if (n == -1) {
-        fail_request(relay, 400); /* invalid chunked framing */
+        relay_fail_request(relay, 400); /* invalid chunked framing */
         return;
     }
     connection_write(&relay->backend, data, (size_t)n);
+    relay->last_body_read = reactor_now();
     if (relay->info.body.done) {
         relay->phase = PHASE_DRAIN;
         relay->drained += len - (size_t)n;
+        relay->request_sent = reactor_now();
     }
 }
 
-/* route answered the request itself: send that answer, as fail_request
+/* route answered the request itself: send that answer, as relay_fail_request
  * sends ours, and take nothing more from the client. */
 static void answer_from_route(struct relay *relay, struct buffer *answer)
 {
@@ -220,7 +205,7 @@ static bool ask_route(struct relay *relay)
         break;
     }
     buffer_free(&answer);
-    fail_request(relay, 500);
+    relay_fail_request(relay, 500);
     return true;
 }
 
@@ -232,7 +217,7 @@ static void request_ready(struct relay *relay)
 
     relay->head_method = is_head_request(relay);
     if (status != 0) {
-        fail_request(relay, status);
+        relay_fail_request(relay, status);
         return;
     }
     if (relay->config->route.L != NULL && ask_route(relay))
@@ -241,11 +226,17 @@ static void request_ready(struct relay *relay)
         relay->pool = router_route(&relay->config->router, buf + relay->info.host.offset,
                                    relay->info.host.length);
     if (relay->pool == NULL) {
-        fail_request(relay, 421);
+        relay_fail_request(relay, 421);
+        return;
+    }
+    /* Active checks say every backend is down: do not make the client
+     * wait for connects that will fail. */
+    if (pool_all_failing(relay->pool)) {
+        relay_fail_request(relay, 503);
         return;
     }
     relay->phase = PHASE_CONNECTING;
-    if (connect_next(relay) == -1)
+    if (relay_connect_next(relay) == -1)
         answer_bad_gateway(relay);
 }
 
@@ -264,7 +255,7 @@ static void head_received(struct relay *relay, const char *data, size_t len)
     if (rc == HTTP_DONE)
         request_ready(relay);
     else if (rc != HTTP_INCOMPLETE)
-        fail_request(relay, rc);
+        relay_fail_request(relay, rc);
 }
 
 /* The backend is connected: send it our head, then whatever body bytes
@@ -278,13 +269,16 @@ static void send_request(struct relay *relay)
                            &relay->config->policy, relay->client_address, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
-        fail_request(relay, 502);
+        relay_fail_request(relay, 502);
         return;
     }
     connection_write(&relay->backend, head.data, buffer_length(&head));
     buffer_free(&head);
 
     relay->phase = relay->info.body.done ? PHASE_DRAIN : PHASE_BODY;
+    if (relay->phase == PHASE_DRAIN)
+        relay->request_sent = reactor_now();
+    relay->last_body_read = reactor_now();
     if (buffer_length(&relay->head) > head_length) {
         const char *rest = relay->head.data + head_length;
         size_t rest_length = buffer_length(&relay->head) - head_length;
@@ -296,6 +290,10 @@ static void send_request(struct relay *relay)
     /* The parsed request pointed into the head: done with both. */
     buffer_free(&relay->head);
     request_info_free(&relay->info);
+    /* The client hung up while we were connecting (client_hung_up): what
+     * it sent before is all the body there will be. */
+    if (relay->phase == PHASE_BODY && relay->client.read_done)
+        client_finished(relay);
 }
 
 /* The backend socket became writable (or failed) while connecting. */
@@ -309,9 +307,9 @@ static void connect_finished(struct relay *relay)
         send_request(relay);
         return;
     }
-    bool retry = attempt_failed(relay, error);
-    release_backend(relay);
-    if (!retry || connect_next(relay) == -1)
+    bool retry = relay_attempt_failed(relay, error);
+    relay_release_backend(relay);
+    if (!retry || relay_connect_next(relay) == -1)
         answer_bad_gateway(relay);
 }
 
@@ -346,14 +344,14 @@ static void client_finished(struct relay *relay)
         relay->phase = PHASE_DRAIN;
         connection_shutdown_write(&relay->client);
     } else if (relay->phase == PHASE_HEAD) {
-        fail_request(relay, 400); /* the head was cut short */
+        relay_fail_request(relay, 400); /* the head was cut short */
     } else if (relay->phase == PHASE_BODY) {
         /* The body was cut short. If the backend already answered, let its
          * answer through; otherwise the request is broken. */
         if (relay->response_started)
             relay->phase = PHASE_DRAIN;
         else
-            fail_request(relay, 400);
+            relay_fail_request(relay, 400);
     }
 }
 
@@ -392,7 +390,7 @@ static void backend_finished(struct relay *relay, bool broken)
     relay->backend.read_done = true;
     if (!relay->response_started) {
         log_msg("backend %s closed the connection without answering", relay->current->name);
-        fail_request(relay, 502);
+        relay_fail_request(relay, 502);
     } else {
         connection_shutdown_write(&relay->client);
     }
@@ -438,8 +436,9 @@ static void relay_close(struct relay *relay)
         relay->set->first = relay->next;
     if (relay->next != NULL)
         relay->next->prev = relay->prev;
+    timer_disarm(&relay->timer);
     connection_close(&relay->client);
-    release_backend(relay);
+    relay_release_backend(relay);
     buffer_free(&relay->head);
     request_info_free(&relay->info);
     relay->deferred.release = relay_release;
@@ -449,7 +448,7 @@ static void relay_close(struct relay *relay)
 /* Ends every event: applies the rules that link the two sides, then closes
  * the relay if it is finished, or else brings both epoll registrations up
  * to date. The relay may be freed when it returns. */
-static void relay_settle_or_close(struct relay *relay)
+void relay_settle_or_close(struct relay *relay)
 {
     struct connection *client = &relay->client, *backend = &relay->backend;
 
@@ -470,17 +469,51 @@ static void relay_settle_or_close(struct relay *relay)
     if (connection_queued(client) < RELAY_LOW_WATER)
         backend->paused = false;
 
+    /* While its backend connect is pending the client is not read, but a
+     * hang-up must still be noticed. */
+    client->watch_hangup = relay->phase == PHASE_CONNECTING;
+
     if (client->broken || (client->read_done && client->write_done && backend->read_done)) {
         relay_close(relay);
         return;
     }
-    if (connection_update(client) == -1 || connection_update(backend) == -1)
+    if (connection_update(client) == -1 || connection_update(backend) == -1) {
         relay_close(relay);
+        return;
+    }
+    if (relay_time_arm(relay) == -1) {
+        log_msg("out of memory arming a timer; closing a connection of %s", relay->client_address);
+        relay_close(relay);
+    }
+}
+
+/* The client hung up (or reset) while we were connecting for it, when it
+ * is not being read: read now, to learn which. An end of file is a client
+ * that finished sending (a half-close: the request goes on); a reset is a
+ * client that is gone, and the relay closes. */
+static void client_hung_up(struct relay *relay)
+{
+    char buffer[RELAY_READ_SIZE];
+
+    while (!relay->client.read_done) {
+        ssize_t n = connection_read(&relay->client, buffer, sizeof buffer);
+
+        if (n > 0)
+            client_data(relay, buffer, (size_t)n);
+        else if (n == 0)
+            client_finished(relay);
+        else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        else
+            connection_fail(&relay->client);
+    }
 }
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct relay *relay = self->closure;
+
+    relay->last_activity = reactor_now();
 
     if (self == &relay->backend.handler) {
         if (relay->backend.connecting) {
@@ -496,7 +529,9 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
     } else {
         if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
             connection_flush(&relay->client);
-        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        if (relay->phase == PHASE_CONNECTING && (events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
+            client_hung_up(relay);
+        else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
             client_readable(relay);
     }
     relay_settle_or_close(relay); /* relay may be closed: touch nothing after */
@@ -546,6 +581,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     set->first = relay;
     relay->config = config;
     relay->phase = PHASE_HEAD;
+    relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
     http_request_init(&relay->request);
     format_address(address, relay->client_address, sizeof relay->client_address);

@@ -37,4 +37,16 @@ int config_read_default_site(lua_State *L, const char *path, struct config *conf
 int config_read_pools(lua_State *L, const char *path, struct config *config);
 int config_read_sites(lua_State *L, const char *path, struct config *config);
 
+/* The health_check settings (config_health.c). The built-in defaults, for
+ * a table that leaves fields out (not enabled by themselves). */
+extern const struct health_settings config_health_defaults;
+
+/* Reads field health_check of the table at index t (LUA_GLOBALSINDEX for
+ * the top level) into *out, starting from *inherited: nil keeps it, false
+ * turns checks off, a table overrides the fields it has and turns them on.
+ * `setting` names it in messages ("health_check", "pools.app.health_check").
+ * Returns 0, or -1 after printing what is wrong. */
+int config_read_health(lua_State *L, const char *path, int t, const char *setting,
+                       const struct health_settings *inherited, struct health_settings *out);
+
 #endif

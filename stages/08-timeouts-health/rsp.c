@@ -3,6 +3,7 @@
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
+#include "health.h"
 #include "listener.h"
 #include "log.h"
 #include "net.h"
@@ -97,6 +98,30 @@ static int watch_stop_signals(struct epoll_event_handler *handler)
     return 0;
 }
 
+/* Starts the active health checks of every pool that has them. */
+static int start_health_checks(struct config *config)
+{
+    struct pool *pool;
+
+    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++) {
+        if (health_start(pool) == -1)
+            return -1;
+        if (pool->health.enabled)
+            log_msg("health checks: GET %s every %g s (timeout %g s, rise %u, fall %u) for %zu "
+                    "backend%s", pool->health.path, pool->health.interval, pool->health.timeout,
+                    pool->health.rise, pool->health.fall, pool->count, pool->count == 1 ? "" : "s");
+    }
+    return 0;
+}
+
+static void stop_health_checks(struct config *config)
+{
+    struct pool *pool;
+
+    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++)
+        health_stop(pool);
+}
+
 int main(int argc, char *argv[])
 {
     struct config config;
@@ -131,6 +156,8 @@ int main(int argc, char *argv[])
         goto out_signals;
     }
     log_startup(&config);
+    if (start_health_checks(&config) == -1)
+        goto out_listener;
     printf("Started. Listening on port %s.\n", config.listen_port);
     fflush(stdout);
 
@@ -140,6 +167,8 @@ int main(int argc, char *argv[])
      * lets them finish first), and everything is freed, so that a leak
      * checker at exit sees only real leaks. */
     relay_close_all(&relays);
+out_listener:
+    stop_health_checks(&config);
     listener_stop(listener);
 out_signals:
     if (reactor_remove(&stopper) == -1 || close(stopper.fd) == -1)
