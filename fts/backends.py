@@ -3,6 +3,7 @@
 HTTPBackend   an HTTP/1.0 server in threads of the test process: it closes
               the connection after each response, as the early stages need.
 RawBackend    a bare TCP server whose per-connection behaviour is a function.
+BlackHole     a port where connects hang: SYNs are dropped, never answered.
 Nginx         a real web server serving a static directory.
 """
 
@@ -13,6 +14,7 @@ import hashlib
 import json
 import os
 import pwd
+import select
 import shutil
 import signal
 import socket
@@ -34,6 +36,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+
+    def verify_request(self, request, client_address):
+        self.backend.count_connection()
+        return True
 
     def handle_error(self, request, client_address):
         # A proxy or client that goes away mid-response is routine here;
@@ -145,6 +151,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
 
+    def route_healthz(self):
+        """A health endpoint: answers with the backend's health_status (200
+        unless the test changes it; a list is used in turn, one status per
+        request, round and round), and keeps what the request looked like
+        in the backend's health_requests."""
+        backend = self.server.backend
+        backend.note_health_request(self.command, self.path, self.request_version, self.headers.items())
+        status = backend.next_health_status()
+        self.answer(status, f"health {status}\n".encode(), "text/plain")
+
     def route_upload(self):
         """Waits `delay` seconds before reading the body (a slow reader),
         then reports how many bytes arrived and their SHA-256. Gives up
@@ -169,12 +185,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 class HTTPBackend:
     """An HTTP/1.0 test backend named `name` (it reports its name in
-    /echo and in an X-Backend header). Counts requests per path in hits."""
+    /echo and in an X-Backend header). Counts requests per path in hits,
+    and the connections it accepted in connections (a connection that
+    carried no request counts there only).
+
+    /healthz answers with health_status (set it to switch the backend's
+    health, or to a list of statuses to be used in turn) and records each
+    request it got in health_requests: (method, target, version, [(name,
+    value), ...])."""
 
     def __init__(self, name, port=0):
         self.name = name
         self.host = LOOPBACK
         self.hits = collections.Counter()
+        self.connections = 0
+        self.health_status = 200
+        self.health_requests = []
+        self._health_turn = 0
         self.errors = []
         self._lock = threading.Lock()
         self._barriers = {}
@@ -192,6 +219,28 @@ class HTTPBackend:
     def count_hit(self, path):
         with self._lock:
             self.hits[path] += 1
+
+    def count_connection(self):
+        with self._lock:
+            self.connections += 1
+
+    @property
+    def requests(self):
+        """The requests answered so far other than health checks (/healthz)."""
+        with self._lock:
+            return sum(n for path, n in self.hits.items() if path != "/healthz")
+
+    def note_health_request(self, method, target, version, headers):
+        with self._lock:
+            self.health_requests.append((method, target, version, list(headers)))
+
+    def next_health_status(self):
+        with self._lock:
+            status = self.health_status
+            if isinstance(status, (list, tuple)):
+                status = status[self._health_turn % len(status)]
+                self._health_turn += 1
+            return status
 
     def barrier(self, n):
         with self._lock:
@@ -279,6 +328,78 @@ def close_at_once(conn, backend):
     """Accepts and closes without reading or answering."""
 
 
+def read_head(conn):
+    """Reads from conn until the end of a request head (or EOF); returns
+    what arrived."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def wait_for_eof(conn):
+    """Reads (and drops) whatever comes until the peer closes, or the
+    RawBackend's 30 s socket timeout ends the wait."""
+    while conn.recv(65536):
+        pass
+
+
+def hold_after_head(conn, backend):
+    """Reads a request head, records it, and never answers: waits until
+    the peer closes (the proxy gives up)."""
+    backend.record(read_head(conn))
+    wait_for_eof(conn)
+
+
+class BlackHole:
+    """A loopback port where connects hang: a listener with a backlog of 0
+    whose accept queue is filled by a connection nobody accepts, so the
+    kernel drops every further SYN (the connecting side retransmits, and
+    would wait for minutes). Checked: a probe connect does not complete
+    within PROBE seconds."""
+
+    PROBE = 0.3
+    FILLERS = 3
+
+    def __init__(self):
+        self.host = LOOPBACK
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind((LOOPBACK, 0))
+        self._listener.listen(0)
+        self.port = self._listener.getsockname()[1]
+        self._fillers = []
+        try:
+            for _ in range(self.FILLERS):
+                filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self._fillers.append(filler)
+                filler.setblocking(False)
+                filler.connect_ex((LOOPBACK, self.port))
+            if self._connects():
+                raise RuntimeError(f"port {self.port} with a full accept queue still completes connects")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _connects(self):
+        """True if a connect to the port completes within PROBE seconds."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            probe.connect_ex((LOOPBACK, self.port))
+            _, writable, _ = select.select([], [probe], [], self.PROBE)
+            return bool(writable)
+
+    def stop(self):
+        for filler in self._fillers:
+            filler.close()
+        self._listener.close()
+
+    def __repr__(self):
+        return f"<BlackHole on {self.host}:{self.port}>"
+
+
 class Nginx:
     """nginx serving directory `root` on a free loopback port, with every
     file it writes kept in `workdir`, and room for `worker_connections`
@@ -286,7 +407,9 @@ class Nginx:
     soon as it accepts a client, so a burst of clients that go away at
     once briefly holds thousands of backend connections, and with too few
     nginx would close some still waiting for their request ("worker_connections
-    are not enough, reusing connections"), failing clients of the proxy."""
+    are not enough, reusing connections"), failing clients of the proxy.
+    virtual_hosts ({server name: root directory}) adds name-based virtual
+    hosts on the same port; `root` is the default server's."""
 
     BINARY_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
@@ -297,9 +420,11 @@ class Nginx:
                 return path
         return shutil.which("nginx")
 
-    def __init__(self, binary, root, workdir, worker_connections=4096):
+    def __init__(self, binary, root, workdir, worker_connections=4096, virtual_hosts=None):
         self.host = LOOPBACK
         self.port = free_port()
+        servers = "".join(f"    server {{ listen {LOOPBACK}:{self.port}; server_name {name}; root {directory}; }}\n"
+                          for name, directory in (virtual_hosts or {}).items())
         self.workdir = workdir
         conf = os.path.join(workdir, "nginx.conf")
         temp = lambda name: os.path.join(workdir, name)  # noqa: E731
@@ -327,7 +452,7 @@ http {{
         listen {LOOPBACK}:{self.port};
         root {root};
     }}
-}}
+{servers}}}
 """)
         self._out = open(os.path.join(workdir, "nginx.stderr"), "wb")
         self.process = subprocess.Popen(

@@ -72,10 +72,10 @@ def connect(port, rcvbuf=None, timeout=READ_TIMEOUT):
     return sock
 
 
-def build_request(port, method="GET", path="/", headers=(), body=b""):
-    """Request bytes with Host and `Connection: close` (and Content-Length
-    when there is a body) added."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {LOOPBACK}:{port}"]
+def build_request(port, method="GET", path="/", headers=(), body=b"", host=None):
+    """Request bytes with Host (127.0.0.1:PORT, or `host`) and `Connection:
+    close` (and Content-Length when there is a body) added."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host or f'{LOOPBACK}:{port}'}"]
     lines += [f"{name}: {value}" for name, value in headers]
     if body or method in ("POST", "PUT"):
         lines.append(f"Content-Length: {len(body)}")
@@ -118,14 +118,15 @@ def close_with_reset(sock):
 
 def request(port, path="/", method="GET", headers=(), body=b"", rcvbuf=None,
             half_close=False, pause_before_read=0.0, read_size=65536, read_delay=0.0,
-            timeout=READ_TIMEOUT):
+            timeout=READ_TIMEOUT, host=None):
     """Sends one request to 127.0.0.1:port and reads the answer until EOF.
 
+    host: the Host header's value (default 127.0.0.1:PORT).
     half_close: shutdown(SHUT_WR) right after sending the request.
     pause_before_read: sleep this long before the first read.
     rcvbuf, read_size, read_delay: make the client a slow reader."""
     with connect(port, rcvbuf=rcvbuf, timeout=timeout) as sock:
-        sock.sendall(build_request(port, method, path, headers, body))
+        sock.sendall(build_request(port, method, path, headers, body, host))
         if half_close:
             sock.shutdown(socket.SHUT_WR)
         if pause_before_read:

@@ -158,12 +158,14 @@ def start_proxy(rsp, tmp_path):
     from stage 05 on, keyword options set more of the config (listen,
     balance, down_time; see proxy_arguments). start_proxy(args=[...],
     port=N) runs it with exactly these arguments and waits for port N.
+    nofile=N (either way) starts it with RLIMIT_NOFILE N: it can then hold
+    at most N file descriptors.
 
     At teardown every proxy started is checked (running, no crash on
     stderr, no fds leaked) and stopped."""
     started = []
 
-    def start(*backends, args=None, port=None, **options):
+    def start(*backends, args=None, port=None, nofile=None, **options):
         if args is None:
             if port is None:
                 port = free_port()
@@ -171,7 +173,7 @@ def start_proxy(rsp, tmp_path):
                                    options)
         elif port is None or options:
             raise ValueError("start_proxy(args=...) needs the port the proxy will listen on, and no options")
-        proxy = Proxy(rsp.binary, args, port, str(tmp_path))
+        proxy = Proxy(rsp.binary, args, port, str(tmp_path), nofile=nofile)
         started.append(proxy)
         return proxy
 

@@ -14,6 +14,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def closed_ports(count):
+    """`count` different loopback ports with nothing listening on them."""
+    ports = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
+
+
 def is_listening(port):
     """True if a socket is in LISTEN state on `port` in this network
     namespace.

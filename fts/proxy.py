@@ -5,7 +5,9 @@ is in proxy_arguments(): a stage with a new command line or config format
 changes that function only.
 """
 
+import contextlib
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -97,8 +99,9 @@ def stage5_settings(listen_port, backends, options=None):
 
 
 # Stage 06 adds: sites (a dict of site name -> list of backends, or ->
-# {"backends": [...], "balance": "..."}), max_request_line, max_request_head.
-STAGE6_OPTIONS = ("sites", "max_request_line", "max_request_head")
+# {"backends": [...], "balance": "..."}), max_request_line, max_request_head,
+# allow_underscores_in_headers (a bool).
+STAGE6_OPTIONS = ("sites", "max_request_line", "max_request_head", "allow_underscores_in_headers")
 
 
 def backend_text(backend):
@@ -159,10 +162,10 @@ def stage6_settings(listen_port, backends, options=None):
 
 # Stage 07 adds: pools (a dict of pool name -> list of backends, or ->
 # {"backends": [...], "balance": "..."}), sites whose value is {"pool":
-# "NAME"}, route_time_limit (seconds), and route: Lua source text (e.g.
-# 'function route(req) return "app" end') written verbatim into the config
-# file after the settings.
-STAGE7_OPTIONS = ("pools", "route", "route_time_limit")
+# "NAME"}, route_time_limit (seconds), allow_encoded_slashes (a bool), and
+# route: Lua source text (e.g. 'function route(req) return "app" end')
+# written verbatim into the config file after the settings.
+STAGE7_OPTIONS = ("pools", "route", "route_time_limit", "allow_encoded_slashes")
 
 
 def names_a_pool(sites):
@@ -173,24 +176,29 @@ def names_a_pool(sites):
 def stage7_settings(listen_port, backends, options=None):
     """The stage 07 config globals, as Lua source text: those of stage 06
     (without `backends` if there are none: then the sites or route serve
-    every request), plus pools and route_time_limit from `options`. The
-    `route` option is not a setting: see stage7_config()."""
+    every request), plus pools, route_time_limit and allow_encoded_slashes
+    from `options`. The `route` option is not a setting: see
+    stage7_config()."""
     options = dict(options or {})
     options.pop("route", None)
     pools = options.pop("pools", None)
     limit = options.pop("route_time_limit", None)
+    encoded_slashes = options.pop("allow_encoded_slashes", None)
     settings = stage6_settings(listen_port, backends, options)
     if pools is not None:
         settings["pools"] = lua_value(pools_value(pools))
     if limit is not None:
         settings["route_time_limit"] = lua_value(limit)
+    if encoded_slashes is not None:
+        settings["allow_encoded_slashes"] = lua_value(encoded_slashes)
     return settings
 
 
-def stage7_config(listen_port, backends, options=None):
+def stage7_config(listen_port, backends, options=None, settings=stage7_settings):
     """The text of a stage 07 config file: the settings of
-    stage7_settings(), then the `route` option's Lua source, if any."""
-    text = lua_config(stage7_settings(listen_port, backends, options))
+    stage7_settings() (or of `settings`, a function like it: a later
+    stage's), then the `route` option's Lua source, if any."""
+    text = lua_config(settings(listen_port, backends, options))
     route = (options or {}).get("route")
     if route is not None:
         if not isinstance(route, str):
@@ -199,18 +207,42 @@ def stage7_config(listen_port, backends, options=None):
     return text
 
 
+# Stage 08 adds the timeouts, in seconds (connect_timeout, header_timeout,
+# body_timeout, response_timeout, idle_timeout), and health_check: a dict
+# of the active check's fields (path, interval, timeout, rise, fall), or
+# False. A pool or a site may have its own: {"backends": [...],
+# "health_check": {...} or False} (pool_value passes the key through).
+STAGE8_OPTIONS = ("connect_timeout", "header_timeout", "body_timeout", "response_timeout", "idle_timeout",
+                  "health_check")
+
+
+def stage8_settings(listen_port, backends, options=None):
+    """The stage 08 config globals, as Lua source text: those of stage 07
+    plus any of STAGE8_OPTIONS given in `options`."""
+    options = dict(options or {})
+    extra = {name: options.pop(name) for name in STAGE8_OPTIONS if name in options}
+    settings = stage7_settings(listen_port, backends, options)
+    settings.update((name, lua_value(value)) for name, value in extra.items())
+    return settings
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
     config files go into workdir. `options` (stage 05 on) sets more of the
     config, as Python values: listen (then it must name listen_port),
-    balance, down_time; from stage 06 also sites, max_request_line and
-    max_request_head (see STAGE6_OPTIONS), and `backends` may be empty when
-    there are sites; from stage 07 also pools, route_time_limit, route (Lua
-    source text) and sites naming a pool (see STAGE7_OPTIONS), and
+    balance, down_time; from stage 06 also sites, max_request_line,
+    max_request_head and allow_underscores_in_headers (see STAGE6_OPTIONS),
+    and `backends` may be empty when there are sites; from stage 07 also
+    pools, route_time_limit, allow_encoded_slashes, route (Lua source text)
+    and sites naming a pool (see STAGE7_OPTIONS), and
     `backends` may be empty when there is a route (or when the test wants
-    a config rsp must refuse: nothing here checks that one is valid)."""
+    a config rsp must refuse: nothing here checks that one is valid); from
+    stage 08 also the timeouts and health_check (see STAGE8_OPTIONS)."""
     options = dict(options or {})
+    if stage <= 7 and set(options) & set(STAGE8_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE8_OPTIONS)))} (stage 08 on)")
     if stage <= 6:
         newer = sorted(set(options) & set(STAGE7_OPTIONS))
         if names_a_pool(options.get("sites")):
@@ -233,8 +265,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = lua_config(stage5_settings(listen_port, backends, options))
     elif stage <= 6:  # the same, plus sites and the request-head limits
         text = lua_config(stage6_settings(listen_port, backends, options))
-    else:             # the same, plus pools, route_time_limit and a route function
+    elif stage <= 7:  # the same, plus pools, route_time_limit and a route function
         text = stage7_config(listen_port, backends, options)
+    else:             # the same, plus the timeouts and health checks
+        text = stage7_config(listen_port, backends, options, settings=stage8_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)
@@ -293,10 +327,40 @@ def list_fds(pid):
     return entries
 
 
-class Proxy:
-    """One running rsp process listening on 127.0.0.1:port."""
+def limit_fds(nofile):
+    """A Popen preexec_fn that sets the child's RLIMIT_NOFILE (soft and
+    hard) to nofile, or None when nofile is None (the child inherits ours)."""
+    if nofile is None:
+        return None
 
-    def __init__(self, binary, args, port, workdir):
+    def set_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    return set_limit
+
+
+@contextlib.contextmanager
+def raised_fd_limit(wanted):
+    """Raises this process's soft RLIMIT_NOFILE to `wanted` (or to the hard
+    limit, if lower) for the duration of the with block, then puts it back.
+    Processes started meanwhile (the proxy, nginx) inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+class Proxy:
+    """One running rsp process listening on 127.0.0.1:port; with nofile=N
+    it may hold at most N file descriptors (RLIMIT_NOFILE, set in the child
+    before rsp starts: not a config setting)."""
+
+    def __init__(self, binary, args, port, workdir, nofile=None):
         self.binary = binary
         self.args = args
         self.port = port
@@ -305,7 +369,8 @@ class Proxy:
         self.stderr_path = os.path.join(workdir, f"rsp-{port}.stderr")
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen([binary, *args], stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=err, cwd=workdir)
+                                            stdout=out, stderr=err, cwd=workdir,
+                                            preexec_fn=limit_fds(nofile))
         self.pid = self.process.pid
         try:
             self._wait_ready()

@@ -6,18 +6,12 @@ import socket
 import pytest
 
 from backends import close_at_once, reply_after_eof
+from checks import assert_serves
 from client import build_request, close_with_reset, connect, get, read_some_then_close, read_to_eof, Response
 from netutil import free_port
 from pattern import assert_is_pattern, assert_is_pattern_prefix
 
 MiB = 1024 * 1024
-
-
-def assert_serves(proxy):
-    """The proxy still answers a normal request."""
-    r = get(proxy.port, "/bytes?n=5000")
-    assert r.status == 200, f"the next request failed: {r!r}"
-    assert_is_pattern(r.body, 5000)
 
 
 def assert_no_answer_or_502(r):

@@ -12,7 +12,6 @@ sender seen to be blocked); nothing is timed.
 
 import functools
 import random
-import resource
 import socket
 import threading
 import time
@@ -21,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends import record_request
+from checks import assert_serves, skip_without_fds, wait_idle
 from client import build_request, connect, get, leave_early, read_to_eof, Response
 import netutil
-from pattern import assert_is_pattern
-from proxy import count_fds, vm_rss
+from proxy import count_fds, raised_fd_limit, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -52,22 +51,6 @@ DROPS = "a write that would block (EAGAIN) or is short drops the bytes not writt
 
 
 wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT)
-
-
-def wait_idle(proxy):
-    """Waits (bounded, POLL_TIMEOUT) until the proxy holds no more fds
-    than at startup: after thousands of connections, closing them all may
-    take the proxy and its backend longer than the 5 s the teardown check
-    allows."""
-    wait_for(lambda: count_fds(proxy.pid) <= proxy.baseline_fds,
-             f"the proxy back to its {proxy.baseline_fds} fds of startup")
-
-
-def assert_serves(proxy, n=5000):
-    """The proxy answers a normal request (from the HTTP test backend)."""
-    r = get(proxy.port, f"/bytes?n={n}")
-    assert r.status == 200, f"a normal request failed: {r!r} {r.raw[:200]!r}"
-    assert_is_pattern(r.body, n)
 
 
 def assert_serves_page(proxy, static_site):
@@ -98,22 +81,8 @@ def many_fds():
     module-scoped, so that it comes before every process the tests start
     (the proxy, and nginx of the module-scoped fixture), which inherit the
     limit from Popen. A test that needs FDS_NEEDED checks the result."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = FDS_WANTED if hard == resource.RLIM_INFINITY else min(FDS_WANTED, hard)
-    if soft == resource.RLIM_INFINITY or soft >= target:
+    with raised_fd_limit(FDS_WANTED):
         yield
-        return
-    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-def skip_without_fds(needed):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        pytest.skip(f"RLIMIT_NOFILE is {soft} (hard limit {hard}), below the {needed} fds this test needs")
 
 
 # -- clients that send nothing ---------------------------------------------------

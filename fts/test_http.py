@@ -36,7 +36,11 @@ REASONS = {
 }
 
 # The headers rsp sets itself on every request it forwards.
-ADDED = ("x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host", "connection")
+ADDED = ("x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host", "forwarded", "connection")
+
+# The characters of an RFC 9110 token (anything else makes a Forwarded
+# parameter value a quoted-string).
+TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 # -- helpers -------------------------------------------------------------------
@@ -125,10 +129,28 @@ def kept_and_added(header_lines):
     return kept, added
 
 
+def forwarded_value(text):
+    """A Forwarded (RFC 7239) parameter value: text itself if it is a
+    token, else a quoted-string."""
+    if text and all(c in TOKEN_CHARS for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def forwarded_line(host, client="127.0.0.1"):
+    """The Forwarded header rsp adds to a request from `client` with Host
+    `host` as sent (None: no Host): for=, proto=http and host=."""
+    node = f"[{client}]" if ":" in client else client
+    line = f"Forwarded: for={forwarded_value(node)};proto=http"
+    if host is not None:
+        line += f";host={forwarded_value(host)}"
+    return line
+
+
 def forwarded_headers(host, xff="127.0.0.1"):
     """The sorted header lines rsp adds to a request from 127.0.0.1."""
     lines = [f"X-Forwarded-For: {xff}", "X-Real-IP: 127.0.0.1", "X-Forwarded-Proto: http",
-             "Connection: close"]
+             forwarded_line(host), "Connection: close"]
     if host is not None:
         lines.append(f"X-Forwarded-Host: {host}")
     return sorted(lines)
@@ -391,14 +413,16 @@ def test_chunked_body_one_byte_at_a_time(make_raw_backend, start_proxy):
 # -- the head the backend receives -----------------------------------------------------
 
 @pytest.mark.stage(6)
-def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start_proxy):
+def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start_proxy, stage):
     """The backend gets the client's request line and headers, names and
     values as sent (blanks around a value trimmed), in their order; the
     hop-by-hop ones (Connection, Keep-Alive, Proxy-Connection, TE,
-    Upgrade, and what Connection lists) are gone. rsp adds one
-    X-Forwarded-For (the client's chain with the client's address
-    appended), and sets X-Real-IP, X-Forwarded-Proto and X-Forwarded-Host
-    (the Host as sent) whatever the client said, and Connection: close."""
+    Upgrade, and what Connection lists) are gone, and so is a client's
+    Forwarded. rsp adds one X-Forwarded-For (the client's chain with the
+    client's address appended), and sets X-Real-IP, X-Forwarded-Proto,
+    X-Forwarded-Host (the Host as sent) and Forwarded whatever the client
+    said, and Connection: close. From stage 07 on the path in the request
+    line is the normalized one route judges (%7E is ~), the query as sent."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     sent = [
@@ -408,6 +432,7 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
         ("X-Real-IP", "10.9.8.7"),
         ("X-Forwarded-Proto", "https"),
         ("X-Forwarded-Host", "attacker.example"),
+        ("Forwarded", "for=6.6.6.6;host=attacker.example"),
         ("Connection", " ,keep-alive , X-Hop-Custom,"),
         ("x-hop-custom", "for rsp only"),
         ("Keep-Alive", "timeout=5"),
@@ -426,7 +451,8 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
                                           headers=sent))
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     request_line, header_lines, rest = split_forwarded(recorded(recorder)[0])
-    assert request_line == "GET /path/%7Ea?q=1&r=%20 HTTP/1.1"
+    path = "/path/%7Ea" if stage < 7 else "/path/~a"
+    assert request_line == f"GET {path}?q=1&r=%20 HTTP/1.1"
     kept, added = kept_and_added(header_lines)
     assert kept == [
         "Host: WWW.example.com:8080",

@@ -10,65 +10,30 @@ from timing. Pauses only set situations up, and waiting is a bounded poll."""
 import base64
 import functools
 import random
-import re
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from backends import read_head
+from checks import assert_logged_once, assert_logged_times, assert_rsp_page, backend_name, served_by, went_down
 from client import READ_TIMEOUT, build_request, connect, get, read_to_eof, request, Response
 import netutil
-from netutil import LOOPBACK, free_port
+from netutil import LOOPBACK, closed_ports, free_port
 from pattern import assert_same_bytes
 from proxy import count_fds
 
 MiB = 1024 * 1024
 POLL_TIMEOUT = 10.0  # a bound on waiting for something that must happen, not a measurement
-
-# A log line: "YYYY-MM-DD HH:MM:SS rsp: MESSAGE".
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d rsp: ")
 NOTHING_REACHABLE = "no backend can be reached"
 ANSWERING_AGAIN = "a backend answered again"
 
 
 # -- helpers ---------------------------------------------------------------------
 
-def backend_name(host, port):
-    """How the proxy names a backend in its log: as configured."""
-    return f"{host}:{port}"
-
-
-def went_down(host, port):
-    return f"backend {backend_name(host, port)} is down ("
-
-
 def came_back(host, port):
     return f"backend {backend_name(host, port)} is up again"
-
-
-def log_lines(proxy, text):
-    """The proxy's stderr lines that contain `text`."""
-    return [line for line in proxy.stderr().splitlines() if text in line]
-
-
-def assert_logged_times(proxy, text, times):
-    """`text` appears in exactly `times` lines of the log, each timestamped."""
-    lines = log_lines(proxy, text)
-    assert len(lines) == times, (f"expected {text!r} in {times} log line(s), found {len(lines)}\n"
-                                 f"--- rsp's stderr ---\n{proxy.stderr()}")
-    for line in lines:
-        assert LOG_LINE.match(line), f"log line without a timestamp: {line!r}"
-
-
-def assert_logged_once(proxy, text):
-    assert_logged_times(proxy, text, 1)
-
-
-def served_by(r):
-    """Which test backend answered (its X-Backend header); fails on anything but a 200."""
-    assert r.status == 200, f"expected a 200 from a backend, got {r!r}: {r.raw[:300]!r}"
-    return r.header("X-Backend")
 
 
 def ask(proxy, count, path="/echo", held=0):
@@ -99,14 +64,6 @@ def assert_rotation(seen, order):
 
 
 wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT, pause=0.05)
-
-
-def closed_ports(count):
-    """`count` different loopback ports with nothing listening on them."""
-    ports = set()
-    while len(ports) < count:
-        ports.add(free_port())
-    return sorted(ports)
 
 
 class HeldRequest:
@@ -273,12 +230,7 @@ def test_concurrent_clients_while_down(make_backend, start_proxy, all_down):
 def assert_bad_gateway(r):
     """r is rsp's own 502: status line, an HTML body of the announced
     length, and the end of the connection."""
-    assert r.raw.startswith(b"HTTP/1.1 502 Bad Gateway\r\n"), f"expected rsp's 502, got {r.raw[:300]!r}"
-    assert (r.header("Content-Type") or "").startswith("text/html"), r.headers
-    assert r.header("Content-Length") is not None, r.headers
-    assert int(r.header("Content-Length")) == len(r.body) > 0, f"{r.headers}, body of {len(r.body)} bytes"
-    assert b"502" in r.body
-    assert not r.reset, "the connection ended with a reset instead of a close"
+    assert_rsp_page(r, 502, "Bad Gateway")
 
 
 @pytest.mark.stage(5)
@@ -339,13 +291,7 @@ def test_backend_dies_and_comes_back(make_backend, start_proxy):
 
 def read_request_then_close(conn, backend):
     """Reads a request head, records it, and closes without answering."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    backend.record(data)
+    backend.record(read_head(conn))
 
 
 @pytest.mark.stage(5)

@@ -9,6 +9,7 @@ test_http.py.)"""
 
 import pytest
 
+from checks import served_by
 from client import build_request, connect, read_to_eof, Response
 from netutil import LOOPBACK, free_port
 from proxy import lua_config, lua_value, run_rsp, stage6_settings
@@ -138,11 +139,6 @@ def ask(port, host, path="/echo"):
         sock.sendall(request)
         raw_bytes, reset = read_to_eof(sock)
     return Response(raw_bytes, reset)
-
-
-def served_by(r):
-    assert r.status == 200, f"expected a 200 from a backend, got {r!r}: {r.raw[:300]!r}"
-    return r.header("X-Backend")
 
 
 @pytest.mark.stage(6)

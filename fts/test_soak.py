@@ -15,12 +15,12 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 
 import pytest
 
+from checks import wait_idle
 from client import build_request, leave_early
-from proxy import count_fds, is_sanitized, vm_rss
+from proxy import is_sanitized, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -34,17 +34,6 @@ RSS_MARGIN = 2 * MiB         # what the soak may add to the warmed-up RSS
 AB_GUARD = 240               # s; a guard against a hang, not a measurement (see the test's timeout)
 SETTLE_TIMEOUT = 10.0        # s; a bound on waiting for closes to finish
 
-
-
-def wait_idle(proxy):
-    """Waits (bounded) until the proxy holds no more fds than at startup:
-    every connection of the run is closed. Fails otherwise."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while count_fds(proxy.pid) > proxy.baseline_fds:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the proxy still holds {count_fds(proxy.pid)} fds {SETTLE_TIMEOUT} s after the run "
-                        f"({proxy.baseline_fds} at startup)")
-        time.sleep(0.05)
 
 
 def churn(port, count, seed):
@@ -141,13 +130,13 @@ def test_soak_200k_requests_with_early_disconnects(nginx, start_proxy):
 
     warm_up = run_ab(url, WARM_UP_REQUESTS, proxy.port)
     warm_up.check(WARM_UP_REQUESTS)
-    wait_idle(proxy)
+    wait_idle(proxy, SETTLE_TIMEOUT)
     rss_warm = vm_rss(proxy.pid)
 
     soak = run_ab(url, REQUESTS, proxy.port)
     soak.check(REQUESTS)
     assert soak.batches == 10, f"expected 10 batches of early disconnects, ran {soak.batches}:\n{soak.output}"
-    wait_idle(proxy)
+    wait_idle(proxy, SETTLE_TIMEOUT)
     rss_after = vm_rss(proxy.pid)
 
     assert proxy.alive(), "the proxy died"

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from checks import assert_serves
 from client import build_request, close_with_reset, connect, get, read_to_eof, Response
 from pattern import assert_is_pattern, first_difference, pattern, pattern_chunks
 from proxy import vm_rss
@@ -144,13 +145,6 @@ def send_pattern_upload(sock, port, path, length):
     sock.sendall(upload_head(port, path, length))
     for chunk in pattern_chunks(length):
         sock.sendall(chunk)
-
-
-def assert_serves(proxy):
-    """The proxy still answers a normal request."""
-    r = get(proxy.port, "/bytes?n=5000")
-    assert r.status == 200, f"the next request failed: {r!r}"
-    assert_is_pattern(r.body, 5000)
 
 
 # -- bounded memory --------------------------------------------------------------
