@@ -22,3 +22,18 @@ sites = {
 
 -- A backend that refuses a connection is skipped for this many seconds.
 down_time = 5
+
+-- Every wait has a limit, in seconds (these are the defaults; fractions
+-- are fine). A client gets 408 for a head or body it does not finish, 504
+-- when a backend is too slow to accept or to begin its answer.
+connect_timeout  = 5     -- for a backend to accept the connection
+header_timeout   = 10    -- for a client to send its whole request head
+body_timeout     = 30    -- the longest pause inside a request body
+response_timeout = 60    -- for a backend to begin its response
+idle_timeout     = 300   -- no byte either way for this long: close
+
+-- Ask every backend for "/" every 2 s: three failures in a row (a 5xx, no
+-- answer within 1 s, a refused connection) take it out of rotation before a
+-- visitor meets it, two good answers bring it back. A site or pool can
+-- have its own health_check table, or health_check = false.
+health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }

@@ -32,9 +32,13 @@ def example_on_test_ports(name, tmp_path, backend):
 
 
 def first_stage(name):
-    """The stage an example needs: 07 if it defines a route function, else 06."""
+    """The stage an example needs: 08 if it sets a timeout or health_check,
+    07 if it defines a route function, else 06."""
     with open(os.path.join(EXAMPLES, name)) as f:
-        return 7 if re.search(r"^function route\(", f.read(), flags=re.M) else 6
+        text = f.read()
+    if re.search(r"^(\w+_timeout|health_check) = ", text, flags=re.M):
+        return 8
+    return 7 if re.search(r"^function route\(", text, flags=re.M) else 6
 
 
 @pytest.mark.stage(6)
@@ -42,7 +46,7 @@ def first_stage(name):
 def test_example_config_serves(name, tmp_path, backend, start_proxy, rsp):
     """Each example config starts rsp and proxies a request to its backend."""
     if rsp.stage < first_stage(name):
-        pytest.skip(f"{name} needs stage {first_stage(name):02d} (it defines route)")
+        pytest.skip(f"{name} needs stage {first_stage(name):02d}")
     path, port = example_on_test_ports(name, tmp_path, backend)
     proxy = start_proxy(args=[str(path)], port=port)
     r = get(proxy.port, "/echo")
