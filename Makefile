@@ -5,6 +5,7 @@
 #   make test       ./run_integration_tests (every stage and src/)
 #   make install    install src/rsp into $(DESTDIR)$(PREFIX)/bin
 #   make diffs      regenerate each stage's CHANGES.diff
+#   make demos      build the stages and run every chapter's demos (tools/run-demos)
 #   make asan       build src/ with AddressSanitizer + UBSan into build/asan/rsp
 #   make fuzz       build the libFuzzer harnesses (fuzz/) and run each FUZZ_SECONDS
 #   make fuzz-regressions   replay fuzz/regressions/ and the seed corpus once
@@ -46,6 +47,11 @@ uninstall:
 diffs:
 	tools/stage-check --fix
 
+# Builds the stages that have demos, then runs every demo (tools/run-demos).
+demos: FORCE
+	@set -e; for s in $(STAGES); do if [ -d $$s/demo ]; then $(MAKE) -s -C $$s; fi; done
+	tools/run-demos
+
 # cp -p keeps the sources' times, so only what changed in src/ is rebuilt.
 # CFLAGS and LDFLAGS go in through the environment: src/Makefile appends its
 # warning flags to them (on make's command line they would replace them).
@@ -69,4 +75,4 @@ clean:
 
 FORCE:
 
-.PHONY: all stages run test install uninstall diffs asan fuzz fuzz-regressions clean FORCE
+.PHONY: all stages run test install uninstall diffs demos asan fuzz fuzz-regressions clean FORCE

@@ -12,7 +12,8 @@ PACKAGES=(
   python3-pytest         # functional tests (PyPI is not reachable: Debian's pytest)
   python3-pytest-timeout # no test can hang the suite
   apache2-utils          # ab, for load in tests and benchmarks
-  curl                   # quick manual checks
+  curl                   # quick manual checks, and the chapters' demos
+  strace                 # the chapters' demos trace rsp's system calls
   nginx                  # a real web server the tests put rsp in front of
   procps                 # ps, pgrep
   clang                  # make asan and the fuzz harnesses (fuzz/)
@@ -64,6 +65,7 @@ pkg-config --exists luajit || { echo "setup-env.sh: pkg-config cannot find luaji
 command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || { echo "setup-env.sh: nginx is missing" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "setup-env.sh: wrk is missing" >&2; exit 1; }
+command -v strace >/dev/null || { echo "setup-env.sh: strace is missing" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; exit 1; }
 command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
 # The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.

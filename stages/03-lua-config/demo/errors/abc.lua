@@ -1,0 +1,3 @@
+listenPort = "abc"
+backendAddress = "127.0.0.1"
+backendPort = 9001

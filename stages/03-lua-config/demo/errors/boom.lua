@@ -1,0 +1,2 @@
+listenPort = 8000
+error("boom")

@@ -1,0 +1,3 @@
+listenPort = 8000
+backendAddress = ""
+backendPort = 9001

@@ -1,0 +1,3 @@
+listenPort = 8000
+backendAddress = pickBackend()
+backendPort = 9001

@@ -1,0 +1,3 @@
+listenPort = 8000
+backendAddress = 127001
+backendPort = 9001

@@ -1,0 +1,2 @@
+listen = 8000
+backends = {}
