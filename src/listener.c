@@ -65,10 +65,11 @@ static void turn_away(int fd)
  * long we stay out of descriptors; with `ended`, the last count. */
 static void report_overflow(struct listener *listener, bool ended)
 {
-    double now = clock_now();
+    double now;
 
     if (listener->turned_away == 0)
         return;
+    now = clock_now();
     if (ended)
         log_msg("file descriptors free again; %lu more client(s) were answered 503",
                 listener->turned_away);
