@@ -47,6 +47,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -421,9 +422,22 @@ static void backend_readable(struct relay *relay)
     }
 }
 
+/* After a crowd of connections has gone (a slowloris wave, a burst of
+ * downloads), malloc keeps the memory they freed for reuse: the process
+ * stays as large as at the peak. When the last relay of a crowd of at
+ * least this many is gone, we ask malloc to give its free memory back. */
+#define RELAY_TRIM_AFTER 256
+
 static void relay_release(struct reactor_deferred *deferred)
 {
-    free(deferred); /* the first member: the relay itself */
+    struct relay *relay = (struct relay *)deferred; /* its first member */
+    struct relay_set *set = relay->set;
+
+    free(relay);
+    if (set->count == 0 && set->peak >= RELAY_TRIM_AFTER) {
+        set->peak = 0;
+        malloc_trim(0);
+    }
 }
 
 /* Closes both sockets and hands the relay's memory to the reactor, which
@@ -436,6 +450,7 @@ static void relay_close(struct relay *relay)
         relay->set->first = relay->next;
     if (relay->next != NULL)
         relay->next->prev = relay->prev;
+    relay->set->count--;
     timer_disarm(&relay->timer);
     connection_close(&relay->client);
     relay_release_backend(relay);
@@ -579,6 +594,8 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     if (set->first != NULL)
         set->first->prev = relay;
     set->first = relay;
+    if (++set->count > set->peak)
+        set->peak = set->count;
     relay->config = config;
     relay->phase = PHASE_HEAD;
     relay_time_start(relay);

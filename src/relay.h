@@ -2,14 +2,17 @@
 #ifndef RSP_RELAY_H
 #define RSP_RELAY_H
 
+#include <stddef.h>
 #include <sys/socket.h>
 
 struct config;
 struct relay;
 
-/* Every relay alive, so that they can all be closed when rsp stops. */
+/* Every relay alive, so that they can all be closed when rsp stops; how
+ * many, and the most there were since memory was last handed back. */
 struct relay_set {
     struct relay *first;
+    size_t count, peak;
 };
 
 /* Takes charge of a newly accepted, non-blocking client socket whose peer

@@ -125,7 +125,7 @@ static void stop_health_checks(struct config *config)
 int main(int argc, char *argv[])
 {
     struct config config;
-    struct relay_set relays = { NULL };
+    struct relay_set relays = { NULL, 0, 0 };
     struct epoll_event_handler stopper;
     struct listener *listener;
     int listen_fd, status = 1;
