@@ -37,7 +37,7 @@ void reactor_run(void)
          * while it runs; if we had fetched several events at once, a later
          * one could point at that freed memory. With one at a time, the
          * kernel never hands us an event for a socket we already removed.
-         * Chapter 12 fetches batches and defers the frees instead. */
+         * Chapter 08 fetches batches and defers the frees instead. */
         struct epoll_event event;
         int n = epoll_wait(epoll_fd, &event, 1, -1);
 
