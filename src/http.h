@@ -62,6 +62,14 @@ void http_request_init(struct http_request *req);
 int http_parse_request(struct http_request *req, const char *buf, size_t len,
                        const struct http_limits *limits);
 
+/* Reads the status line at the start of a response, buf[0..len): "HTTP/1.0"
+ * or "HTTP/1.1", a space, three digits, then a space and a reason phrase or
+ * nothing, ending in CRLF or a bare LF. Returns the status (100 to 599),
+ * 0 if the line may still be complete with more bytes, or -1 if it is not
+ * a status line, or has no end within its first `max` bytes. A result other
+ * than 0 never changes when more bytes follow. */
+int http_parse_status_line(const char *buf, size_t len, size_t max);
+
 /* True if span in buf equals the lower-case string name, ignoring case. */
 bool http_span_is(const char *buf, struct http_span span, const char *name);
 

@@ -11,6 +11,7 @@
  * backend that black-holes its SYNs costs one timer, not a stalled proxy. */
 #include "health.h"
 
+#include "http.h"
 #include "log.h"
 #include "net.h"
 #include "reactor.h"
@@ -115,20 +116,16 @@ static void send_request(struct health_check *check)
         check_done(check, false, strerror(errno));
 }
 
-/* Judges the status line: "HTTP/1.x NNN ...". Below 500 passes: a 404 or a
- * 401 still shows a server that is up and answering. */
-static void judge_answer(struct health_check *check)
+/* Judges the status line. Below 500 passes: a 404 or a 401 still shows a
+ * server that is up and answering. */
+static void judge_answer(struct health_check *check, int status)
 {
-    const char *a = check->answer;
     char why[64];
-    int status;
 
-    if (check->answer_length < 12 || memcmp(a, "HTTP/1.", 7) != 0 || a[8] != ' ' ||
-        a[9] < '1' || a[9] > '5' || a[10] < '0' || a[10] > '9' || a[11] < '0' || a[11] > '9') {
+    if (status == -1) {
         check_done(check, false, "not an HTTP response");
         return;
     }
-    status = (a[9] - '0') * 100 + (a[10] - '0') * 10 + (a[11] - '0');
     snprintf(why, sizeof why, "status %d", status);
     check_done(check, status < 500, why);
 }
@@ -136,6 +133,8 @@ static void judge_answer(struct health_check *check)
 /* Reads the answer until its status line is complete. */
 static void read_answer(struct health_check *check)
 {
+    int status;
+
     for (;;) {
         size_t room = sizeof check->answer - check->answer_length;
         ssize_t n = read(check->handler.fd, check->answer + check->answer_length, room);
@@ -149,16 +148,14 @@ static void read_answer(struct health_check *check)
             return;
         }
         if (n == 0) {
-            if (check->answer_length > 0)
-                judge_answer(check);
-            else
-                check_done(check, false, "closed without answering");
+            check_done(check, false, check->answer_length > 0 ? "the status line was cut short"
+                                                               : "closed without answering");
             return;
         }
         check->answer_length += (size_t)n;
-        if (memchr(check->answer, '\n', check->answer_length) != NULL ||
-            check->answer_length == sizeof check->answer) {
-            judge_answer(check);
+        status = http_parse_status_line(check->answer, check->answer_length, sizeof check->answer);
+        if (status != 0) {
+            judge_answer(check, status);
             return;
         }
     }

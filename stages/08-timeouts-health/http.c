@@ -229,6 +229,43 @@ int http_parse_request(struct http_request *req, const char *buf, size_t len,
     return HTTP_INCOMPLETE;
 }
 
+int http_parse_status_line(const char *buf, size_t len, size_t max)
+{
+    static const char prefix[] = "HTTP/1."; /* then 0 or 1, a space, three digits */
+    int status = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+
+        if (i >= max)
+            return -1;
+        if (i < 7) {
+            if (c != (unsigned char)prefix[i])
+                return -1;
+        } else if (i == 7) {
+            if (c != '0' && c != '1')
+                return -1;
+        } else if (i == 8) {
+            if (c != ' ')
+                return -1;
+        } else if (i <= 11) {
+            if (c < '0' || c > '9' || (i == 9 && (c < '1' || c > '5')))
+                return -1;
+            status = status * 10 + (c - '0');
+        } else if (c == '\n') {
+            return status; /* after the digits, a reason phrase, or a CR */
+        } else if (c == '\r') {
+            if (i + 1 < len && buf[i + 1] != '\n')
+                return -1; /* a CR only right before the LF */
+        } else if (i == 12 && c != ' ') {
+            return -1;
+        } else if (c != '\t' && (c < 0x20 || c == 0x7f)) {
+            return -1; /* the reason phrase: visible characters, blanks, obs-text */
+        }
+    }
+    return len >= max ? -1 : 0;
+}
+
 static char lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
