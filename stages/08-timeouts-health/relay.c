@@ -74,12 +74,12 @@ void relay_release_backend(struct relay *relay)
  * may have stopped before or after the request line. */
 static bool is_head_request(const struct relay *relay)
 {
-    const struct http_span method = relay->request.method;
-
     if (relay->head_method)
         return true;
-    return relay->head.data != NULL && method.length == 4 &&
-           memcmp(relay->head.data + method.offset, "HEAD", 4) == 0;
+    if (relay->request == NULL || relay->head.data == NULL)
+        return false;
+    return relay->request->method.length == 4 &&
+           memcmp(relay->head.data + relay->request->method.offset, "HEAD", 4) == 0;
 }
 
 /* The request cannot go on: answer it ourselves with `status` (unless part
@@ -187,7 +187,7 @@ static void answer_from_route(struct relay *relay, struct buffer *answer)
  * pool route chose, or NULL to route by Host. */
 static bool ask_route(struct relay *relay)
 {
-    struct route_request rq = { &relay->request, relay->head.data, &relay->info,
+    struct route_request rq = { relay->request, relay->head.data, &relay->info,
                                 relay->client_address };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
@@ -214,7 +214,7 @@ static bool ask_route(struct relay *relay)
 static void request_ready(struct relay *relay)
 {
     const char *buf = relay->head.data;
-    int status = request_check(&relay->request, buf, &relay->config->policy, &relay->info);
+    int status = request_check(relay->request, buf, &relay->config->policy, &relay->info);
 
     relay->head_method = is_head_request(relay);
     if (status != 0) {
@@ -246,12 +246,24 @@ static void head_received(struct relay *relay, const char *data, size_t len)
 {
     int rc;
 
+    /* The parser's state (some 3 KiB, most of it room for 100 headers) is
+     * allocated with the first byte, not with the connection: an idle
+     * connection costs a few hundred bytes. */
+    if (relay->request == NULL) {
+        relay->request = malloc(sizeof *relay->request);
+        if (relay->request == NULL) {
+            log_msg("out of memory reading a request head");
+            connection_fail(&relay->client);
+            return;
+        }
+        http_request_init(relay->request);
+    }
     if (buffer_append(&relay->head, data, len) == -1) {
         log_msg("out of memory reading a request head");
         connection_fail(&relay->client);
         return;
     }
-    rc = http_parse_request(&relay->request, relay->head.data, buffer_length(&relay->head),
+    rc = http_parse_request(relay->request, relay->head.data, buffer_length(&relay->head),
                             &relay->config->limits);
     if (rc == HTTP_DONE)
         request_ready(relay);
@@ -264,9 +276,9 @@ static void head_received(struct relay *relay, const char *data, size_t len)
 static void send_request(struct relay *relay)
 {
     struct buffer head = BUFFER_INIT;
-    size_t head_length = relay->request.head_length;
+    size_t head_length = relay->request->head_length;
 
-    if (request_write_head(&relay->request, relay->head.data, &relay->info,
+    if (request_write_head(relay->request, relay->head.data, &relay->info,
                            &relay->config->policy, relay->client_address, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
@@ -290,6 +302,8 @@ static void send_request(struct relay *relay)
     }
     /* The parsed request pointed into the head: done with both. */
     buffer_free(&relay->head);
+    free(relay->request);
+    relay->request = NULL;
     request_info_free(&relay->info);
     /* The client hung up while we were connecting (client_hung_up): what
      * it sent before is all the body there will be. */
@@ -455,6 +469,7 @@ static void relay_close(struct relay *relay)
     connection_close(&relay->client);
     relay_release_backend(relay);
     buffer_free(&relay->head);
+    free(relay->request);
     request_info_free(&relay->info);
     relay->deferred.release = relay_release;
     reactor_defer(&relay->deferred);
@@ -600,7 +615,6 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->phase = PHASE_HEAD;
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
-    http_request_init(&relay->request);
     format_address(address, relay->client_address, sizeof relay->client_address);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
     connection_init_none(&relay->backend);

@@ -34,7 +34,7 @@ struct relay {
     struct config *config;
     enum phase phase;
     struct buffer head;              /* the request head as received, and what followed it */
-    struct http_request request;
+    struct http_request *request;    /* from the first byte until the head is sent; else NULL */
     struct request_info info;
     struct pool *pool;               /* chosen by route, or by Host */
     struct backend *current;         /* the backend tried or in use, or NULL */
