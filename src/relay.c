@@ -503,7 +503,10 @@ void relay_settle_or_close(struct relay *relay)
      * hang-up must still be noticed. */
     client->watch_hangup = relay->phase == PHASE_CONNECTING;
 
-    if (client->broken || (client->read_done && client->write_done && backend->read_done)) {
+    /* A backend that answered before reading the whole body may still be
+     * taking the rest we queued for it: let it have that before closing. */
+    if (client->broken || (client->read_done && client->write_done && backend->read_done &&
+                           (backend->write_done || connection_queued(backend) == 0))) {
         relay_close(relay);
         return;
     }

@@ -415,7 +415,10 @@ static void relay_settle_or_close(struct relay *relay)
     if (connection_queued(client) < RELAY_LOW_WATER)
         backend->paused = false;
 
-    if (client->broken || (client->read_done && client->write_done && backend->read_done)) {
+    /* A backend that answered before reading the whole body may still be
+     * taking the rest we queued for it: let it have that before closing. */
+    if (client->broken || (client->read_done && client->write_done && backend->read_done &&
+                           (backend->write_done || connection_queued(backend) == 0))) {
         relay_close(relay);
         return;
     }
