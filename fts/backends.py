@@ -264,15 +264,17 @@ class HTTPBackend:
 class RawBackend:
     """A TCP server calling handle(conn, backend) in a thread for each
     connection, and closing the connection when it returns. Whatever each
-    connection sent is kept in `received` (when the handler records it)."""
+    connection sent is kept in `received` (when the handler records it).
+    It listens on 127.0.0.1, or on `address` (IPv6 if it has a colon)."""
 
-    def __init__(self, handle, port=0):
-        self.host = LOOPBACK
+    def __init__(self, handle, port=0, address=LOOPBACK):
+        self.host = address
         self.received = []
         self.connections = 0
         self._handle = handle
         self._lock = threading.Lock()
-        self._listener = socket.create_server((LOOPBACK, port), backlog=128, reuse_port=False)
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self._listener = socket.create_server((address, port), family=family, backlog=128, reuse_port=False)
         self.port = self._listener.getsockname()[1]
         self._stopping = False
         self._thread = threading.Thread(target=self._accept_loop, name="raw-backend", daemon=True)
@@ -345,6 +347,11 @@ def wait_for_eof(conn):
     RawBackend's 30 s socket timeout ends the wait."""
     while conn.recv(65536):
         pass
+
+
+def read_head_then_close(conn, backend):
+    """Reads a request head, records it, and closes without answering."""
+    backend.record(read_head(conn))
 
 
 def hold_after_head(conn, backend):

@@ -32,6 +32,29 @@ def assert_rsp_page(r, status, reason):
     assert not r.reset, "the connection ended with a reset instead of a close"
 
 
+def assert_config_error(result, path, setting=None, quoted=True, words=(), status=1):
+    """result (of proxy.run_rsp) is rsp refusing the config file `path`:
+    exit status `status` (None: any but 0), exactly one line on stderr,
+    starting with "rsp: " and naming the file, the setting (in quotes
+    unless quoted=False; not checked if None) and each of `words`, and
+    nothing on stdout. Returns that line."""
+    if status is None:
+        assert result.returncode != 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
+    else:
+        assert result.returncode == status, f"exit status {result.returncode}, stderr: {result.stderr!r}"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
+    line = lines[0]
+    assert line.startswith("rsp: "), line
+    assert str(path) in line, line
+    if setting is not None:
+        assert (f"'{setting}'" if quoted else setting) in line, line
+    for word in words:
+        assert word in line, line
+    assert result.stdout == "", f"nothing belongs on stdout: {result.stdout!r}"
+    return line
+
+
 def assert_serves(proxy, n=5000, **options):
     """The proxy answers a normal request in full (a GET of /bytes?n=N
     from the HTTP test backend; options go to client.get, e.g. host=)."""

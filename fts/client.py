@@ -55,17 +55,22 @@ class Response:
         return f"<Response status={self.status} raw={len(self.raw)} bytes body={len(self.body)} bytes reset={self.reset}>"
 
 
-def connect(port, rcvbuf=None, timeout=READ_TIMEOUT):
-    """A connected TCP socket to 127.0.0.1:port.
+def connect(port, rcvbuf=None, timeout=READ_TIMEOUT, address=LOOPBACK, source=None):
+    """A TCP socket connected to address:port (127.0.0.1 unless another
+    address is given; IPv6 if it has a colon, e.g. "::1").
 
     rcvbuf sets SO_RCVBUF before connecting, so that the advertised window
-    is small from the start (a slow reader)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    is small from the start (a slow reader). source binds the local end to
+    that address first (any 127.x.y.z works on Linux loopback)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         if rcvbuf is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.settimeout(timeout)
-        sock.connect((LOOPBACK, port))
+        if source is not None:
+            sock.bind((source, 0))
+        sock.connect((address, port))
     except BaseException:
         sock.close()
         raise
@@ -83,6 +88,21 @@ def build_request(port, method="GET", path="/", headers=(), body=b"", host=None)
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+def recv_or_reset(sock, size, received, what="bytes"):
+    """One read of a client that reads until end of file: up to `size`
+    bytes (b"" at EOF), or None if the connection ended with a reset. No
+    data within the socket timeout raises TimeoutError, saying that
+    `received` `what` had arrived: the connection hung."""
+    try:
+        return sock.recv(size)
+    except ConnectionResetError:
+        return None
+    except socket.timeout:
+        raise TimeoutError(
+            f"the connection neither ended nor sent anything for {sock.gettimeout()} s "
+            f"(after {received} {what})") from None
+
+
 def read_to_eof(sock, read_size=65536, read_delay=0.0, limit=None):
     """Reads until end of file (or `limit` bytes). Returns (data, reset).
 
@@ -92,15 +112,10 @@ def read_to_eof(sock, read_size=65536, read_delay=0.0, limit=None):
     chunks, total, reset = [], 0, False
     while limit is None or total < limit:
         want = read_size if limit is None else min(read_size, limit - total)
-        try:
-            chunk = sock.recv(want)
-        except ConnectionResetError:
+        chunk = recv_or_reset(sock, want, total)
+        if chunk is None:
             reset = True
             break
-        except socket.timeout:
-            raise TimeoutError(
-                f"the connection neither ended nor sent anything for {sock.gettimeout()} s "
-                f"(after {total} bytes)") from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -108,6 +123,12 @@ def read_to_eof(sock, read_size=65536, read_delay=0.0, limit=None):
         if read_delay:
             time.sleep(read_delay)
     return b"".join(chunks), reset
+
+
+def read_response(sock, **options):
+    """Reads until end of file (options as for read_to_eof); returns the
+    Response."""
+    return Response(*read_to_eof(sock, **options))
 
 
 def close_with_reset(sock):
@@ -131,12 +152,44 @@ def request(port, path="/", method="GET", headers=(), body=b"", rcvbuf=None,
             sock.shutdown(socket.SHUT_WR)
         if pause_before_read:
             time.sleep(pause_before_read)
-        raw, reset = read_to_eof(sock, read_size=read_size, read_delay=read_delay)
-    return Response(raw, reset)
+        return read_response(sock, read_size=read_size, read_delay=read_delay)
 
 
 def get(port, path="/", **options):
     return request(port, path, **options)
+
+
+def exchange(port, data, **where):
+    """Sends `data`, bytes exactly as given, on a new connection to `port`
+    and reads the answer until EOF; returns the Response. `where`: address,
+    source, timeout, as for connect()."""
+    with connect(port, **where) as sock:
+        sock.sendall(data)
+        return read_response(sock)
+
+
+class HeldRequest:
+    """A client whose POST to `path` lacks the last byte of its body (Host
+    127.0.0.1:PORT, or `host`): the proxy has connected it to a backend
+    (so that backend has one more open connection; from stage 06 on, rsp
+    picks a backend once the head is complete), but the backend cannot
+    answer yet. finish() sends the rest and returns the Response; close()
+    abandons it."""
+
+    def __init__(self, port, path="/echo?held=1", host=None):
+        request_bytes = build_request(port, "POST", path, body=b"!", host=host)
+        self.rest = request_bytes[-1:]
+        self.sock = connect(port)
+        self.sock.sendall(request_bytes[:-1])
+
+    def finish(self):
+        self.sock.sendall(self.rest)
+        response = read_response(self.sock)
+        self.close()
+        return response
+
+    def close(self):
+        self.sock.close()
 
 
 def read_some_then_close(port, path, nbytes, rst=False):

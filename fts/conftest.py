@@ -187,35 +187,32 @@ def start_proxy(rsp, tmp_path):
 
 # -- backends ----------------------------------------------------------------
 
-@pytest.fixture
-def make_backend():
-    """make_backend(name, port=0) starts an HTTPBackend (see backends.py)."""
+def _stopped_at_teardown(start):
+    """The body of a fixture that yields start (a function starting a
+    backend) and stops every backend it started at teardown."""
     started = []
 
-    def make(name="backend", port=0):
-        backend = HTTPBackend(name, port)
+    def make(*args, **kwargs):
+        backend = start(*args, **kwargs)
         started.append(backend)
         return backend
 
     yield make
     for backend in started:
         backend.stop()
+
+
+@pytest.fixture
+def make_backend():
+    """make_backend(name, port=0) starts an HTTPBackend (see backends.py)."""
+    yield from _stopped_at_teardown(lambda name="backend", port=0: HTTPBackend(name, port))
 
 
 @pytest.fixture
 def make_raw_backend():
     """make_raw_backend(handle) starts a RawBackend running handle(conn, backend)
     for each connection."""
-    started = []
-
-    def make(handle, port=0):
-        backend = RawBackend(handle, port)
-        started.append(backend)
-        return backend
-
-    yield make
-    for backend in started:
-        backend.stop()
+    yield from _stopped_at_teardown(RawBackend)
 
 
 @pytest.fixture

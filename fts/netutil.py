@@ -22,6 +22,16 @@ def closed_ports(count):
     return sorted(ports)
 
 
+def ipv6_loopback_available():
+    """True if this machine has IPv6 on loopback (::1 can be bound)."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def is_listening(port):
     """True if a socket is in LISTEN state on `port` in this network
     namespace.

@@ -41,9 +41,17 @@ def lua_string(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def lua_config(settings):
+def lua_config(settings, changes=None):
     """A Lua config file setting each global in `settings` (a dict of
-    name -> Lua source text of the value)."""
+    name -> Lua source text of the value), with `changes` made first: a
+    name -> Lua text sets that global (in its place, or added at the end),
+    a name -> None leaves it out."""
+    settings = dict(settings)
+    for name, value in (changes or {}).items():
+        if value is None:
+            del settings[name]
+        else:
+            settings[name] = value
     return "".join(f"{name} = {value}\n" for name, value in settings.items())
 
 

@@ -4,6 +4,7 @@ with a clear message and a meaningful exit status."""
 
 import pytest
 
+from checks import assert_config_error
 from client import get
 from netutil import free_port
 from proxy import lua_config, run_rsp, stage3_settings
@@ -49,13 +50,7 @@ def test_bad_command_line_config_stages(rsp, tmp_path, args):
 
 def settings(**changes):
     """Valid stage 03 settings with some changed; None removes a setting."""
-    values = stage3_settings(free_port(), ("127.0.0.1", free_port()))
-    for name, value in changes.items():
-        if value is None:
-            del values[name]
-        else:
-            values[name] = value
-    return lua_config(values)
+    return lua_config(stage3_settings(free_port(), ("127.0.0.1", free_port())), changes)
 
 
 # (id, config file text or None for a missing file, setting the message must name)
@@ -85,14 +80,7 @@ def test_bad_config(rsp, tmp_path, text, setting):
     path = tmp_path / "site.lua"
     if text is not None:
         path.write_text(text)
-    result = run_rsp(rsp, [str(path)], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
-    assert lines[0].startswith("rsp: ")
-    assert str(path) in lines[0]
-    if setting is not None:
-        assert setting in lines[0]
+    assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, setting, quoted=False)
 
 
 @pytest.mark.stage(3, 4)

@@ -8,6 +8,7 @@ import socket
 
 import pytest
 
+from checks import assert_config_error
 from client import get
 from netutil import LOOPBACK, free_port
 from proxy import lua_config, lua_string, lua_value, run_rsp, stage3_settings, stage5_settings
@@ -17,13 +18,7 @@ from proxy import lua_config, lua_string, lua_value, run_rsp, stage3_settings, s
 def settings(**changes):
     """A valid stage 05 config with some settings changed (name = Lua
     source text of the value; None removes the setting)."""
-    values = stage5_settings(free_port(), [(LOOPBACK, free_port())])
-    for name, value in changes.items():
-        if value is None:
-            values.pop(name, None)
-        else:
-            values[name] = value
-    return lua_config(values)
+    return lua_config(stage5_settings(free_port(), [(LOOPBACK, free_port())]), changes)
 
 
 def backends(*entries):
@@ -101,15 +96,7 @@ def test_bad_config(rsp, tmp_path, text, setting):
     path = tmp_path / "site.lua"
     if text is not None:
         path.write_text(text)
-    result = run_rsp(rsp, [str(path)], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
-    assert lines[0].startswith("rsp: "), lines[0]
-    assert str(path) in lines[0], lines[0]
-    if setting is not None:
-        assert f"'{setting}'" in lines[0], lines[0]
-    assert result.stdout == "", f"nothing belongs on stdout: {result.stdout!r}"
+    assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, setting)
 
 
 @pytest.mark.stage(5)

@@ -8,6 +8,7 @@ but warns, naming the setting it probably meant."""
 
 import pytest
 
+from checks import assert_config_error
 from client import get
 from netutil import free_port
 from proxy import run_rsp
@@ -31,12 +32,8 @@ def test_unknown_field_is_an_error(rsp, tmp_path, text, setting, field):
     naming the file, the table and the field."""
     path = tmp_path / "typo.lua"
     path.write_text(config_text(free_port(), text))
-    result = run_rsp(rsp, [str(path)], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
-    assert lines[0].startswith(f"rsp: {path}: "), lines[0]
-    assert f"'{setting}'" in lines[0] and f"'{field}'" in lines[0], lines[0]
+    line = assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, setting, words=[f"'{field}'"])
+    assert line.startswith(f"rsp: {path}: "), line
 
 
 @pytest.mark.stage(7)

@@ -4,11 +4,10 @@ config is checked end to end against a backend of ours."""
 
 import os
 import re
-import socket
 
 import pytest
 
-from client import READ_TIMEOUT, Response, get, read_to_eof
+from client import exchange, get
 from netutil import free_port
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -57,16 +56,8 @@ def test_example_config_serves(name, tmp_path, backend, start_proxy, rsp):
 def ask_from(source, port, path, host):
     """A GET for `path` with Host `host`, sent from the local address
     `source` (any 127.x.y.z is ours on loopback), read to the end."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(READ_TIMEOUT)
-        sock.bind((source, 0))
-        sock.connect(("127.0.0.1", port))
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        data, _ = read_to_eof(sock)
-    finally:
-        sock.close()
-    return Response(data)
+    return exchange(port, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode(),
+                    source=source)
 
 
 @pytest.mark.stage(7)

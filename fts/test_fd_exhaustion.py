@@ -21,9 +21,9 @@ import time
 import pytest
 
 import netutil
-from client import connect, read_to_eof, Response
+from client import connect, exchange, read_response
 from proxy import count_fds
-from test_http import exchange, http_request
+from test_http import http_request
 
 NOFILE = 48            # rsp's RLIMIT_NOFILE: room for some 40 clients
 HELD_TIMEOUT = 5.0     # s; a bound on waiting for rsp to accept a client (or turn it away)
@@ -134,8 +134,7 @@ def test_out_of_fds_no_spin_and_one_log_line_a_second(backend, start_proxy):
         ticks, wall = cpu_ticks(proxy.pid) - ticks, time.monotonic() - wall
         answers = []
         for sock in clients:
-            raw, reset = read_to_eof(sock)
-            answers.append(Response(raw, reset))
+            answers.append(read_response(sock))
         saturation = time.monotonic() - saturated_at
     finally:
         for sock in clients + idle:

@@ -20,17 +20,17 @@ backend (backends.record_request). Waiting is a bounded poll; nothing is
 timed."""
 
 import os
-import socket
 
 import pytest
 
 from backends import Nginx, record_request
-from client import Response, read_to_eof
-from netutil import free_port
+from checks import assert_rsp_page
+from client import exchange
+from netutil import free_port, ipv6_loopback_available
 from proxy import proxy_arguments, run_rsp
-from test_http import (exchange, forwarded_headers, forwarded_line, http_request, ipv6_loopback_available,
-                       kept_and_added, recorded, shared, split_forwarded, wait_for)  # noqa: F401 (shared: a fixture)
-from test_lua_routing import ask, assert_rsp_page, body_of
+from test_http import (forwarded_headers, forwarded_line, http_request, kept_and_added, recorded, shared,
+                       split_forwarded, wait_for)  # noqa: F401 (shared: a fixture)
+from test_lua_routing import ask, body_of
 
 
 # -- helpers -------------------------------------------------------------------
@@ -451,12 +451,8 @@ def test_forwarded_for_an_ipv6_client(make_raw_backend, start_proxy):
     recorder = make_raw_backend(record_request)
     port = free_port()
     proxy = start_proxy(recorder, port=port, listen=port)
-    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
-        sock.settimeout(30)
-        sock.connect(("::1", proxy.port))
-        sock.sendall(http_request(headers=[("Forwarded", "for=1.2.3.4")]))
-        raw, reset = read_to_eof(sock)
-    _, _, added = forwarded_head(recorder, Response(raw, reset), 0)
+    r = exchange(proxy.port, http_request(headers=[("Forwarded", "for=1.2.3.4")]), address="::1")
+    _, _, added = forwarded_head(recorder, r, 0)
     assert [line for line in added if line.lower().startswith("forwarded:")] == \
         [forwarded_line("www.example.com", client="::1")], added
     assert 'Forwarded: for="[::1]";proto=http;host=www.example.com' in added

@@ -16,7 +16,8 @@ import re
 import pytest
 
 from backends import record_request
-from test_lua_routing import ask, assert_rsp_page, backend_of, body_of, wait_for_log
+from checks import assert_rsp_page
+from test_lua_routing import ask, backend_of, body_of, wait_for_log
 
 
 # -- jit and debug.sethook are out of reach ----------------------------------------

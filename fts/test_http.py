@@ -16,10 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from backends import HTTPBackend, RawBackend, close_at_once, record_request
-from client import connect, read_to_eof, Response
+from backends import (HTTPBackend, RawBackend, close_at_once, read_head, read_head_then_close, record_request,
+                      wait_for_eof)
+from checks import assert_rsp_page
+from client import connect, exchange, read_response
 import netutil
-from netutil import free_port
+from netutil import free_port, ipv6_loopback_available
 from pattern import assert_same_bytes, pattern
 from proxy import Proxy, backend_address, proxy_arguments
 
@@ -58,14 +60,6 @@ def http_request(host="www.example.com", method="GET", target="/echo", version="
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
-def exchange(port, data):
-    """Sends data on a new connection to 127.0.0.1:port, reads to EOF."""
-    with connect(port) as sock:
-        sock.sendall(data)
-        raw, reset = read_to_eof(sock)
-    return Response(raw, reset)
-
-
 def send_byte_by_byte(port, data):
     """Sends data one byte per segment (TCP_NODELAY, a short pause after
     each so that they leave one by one), then reads to EOF."""
@@ -74,8 +68,7 @@ def send_byte_by_byte(port, data):
         for byte in data:
             sock.sendall(bytes([byte]))
             time.sleep(0.001)
-        raw, reset = read_to_eof(sock)
-    return Response(raw, reset)
+        return read_response(sock)
 
 
 def served_by(r):
@@ -85,17 +78,9 @@ def served_by(r):
 
 
 def assert_rsp_answer(r, status):
-    """r is rsp's own error answer: the status line, an HTML body of the
-    announced length, Connection: close, and then the end of the
-    connection (a FIN, not a reset)."""
-    status_line = f"HTTP/1.1 {status} {REASONS[status]}\r\n".encode()
-    assert r.raw.startswith(status_line), f"expected {status_line!r}, got {r.raw[:300]!r}"
-    assert (r.header("Content-Type") or "").startswith("text/html"), r.headers
-    assert r.header("Connection") == "close", r.headers
-    assert r.header("Content-Length") is not None, r.headers
-    assert int(r.header("Content-Length")) == len(r.body) > 0, f"{r.headers}, body of {len(r.body)} bytes"
-    assert str(status).encode() in r.body, r.body
-    assert not r.reset, "the connection ended with a reset instead of a close"
+    """r is rsp's own error page for `status` (checks.assert_rsp_page),
+    with the reason phrase of REASONS."""
+    assert_rsp_page(r, status, REASONS[status])
 
 
 wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT)
@@ -488,15 +473,6 @@ def test_x_forwarded_for_chain(make_raw_backend, start_proxy, client_values, exp
         [f"X-Forwarded-For: {expected}"]
 
 
-def ipv6_loopback_available():
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 @pytest.mark.stage(6)
 def test_client_address_on_dual_stack_socket(make_raw_backend, start_proxy):
     """Listening on every address (one dual-stack socket), rsp reports an
@@ -505,14 +481,10 @@ def test_client_address_on_dual_stack_socket(make_raw_backend, start_proxy):
     recorder = make_raw_backend(record_request)
     port = free_port()
     proxy = start_proxy(recorder, port=port, listen=port)
-    clients = [("127.0.0.1", socket.AF_INET)] + ([("::1", socket.AF_INET6)] if ipv6_loopback_available() else [])
-    for i, (address, family) in enumerate(clients):
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.settimeout(30)
-            sock.connect((address, proxy.port))
-            sock.sendall(http_request())
-            raw, reset = read_to_eof(sock)
-        assert Response(raw, reset).status == 200, raw[:300]
+    clients = ["127.0.0.1"] + (["::1"] if ipv6_loopback_available() else [])
+    for i, address in enumerate(clients):
+        r = exchange(proxy.port, http_request(), address=address)
+        assert r.status == 200, r.raw[:300]
         (stream,) = recorded(recorder, before=i)
         _, header_lines, _ = split_forwarded(stream)
         _, added = kept_and_added(header_lines)
@@ -569,8 +541,8 @@ def test_request_cut_short_by_client_eof(make_raw_backend, start_proxy, cut):
     with connect(proxy.port) as sock:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        raw, reset = read_to_eof(sock)
-    assert_rsp_answer(Response(raw, reset), 400)
+        r = read_response(sock)
+    assert_rsp_answer(r, 400)
     if cut == "head":
         assert recorder.connections == 0
     else:
@@ -583,12 +555,9 @@ def answer_early(conn, backend):
     body, half-closes, then reads (and drops) whatever comes until EOF,
     counting it (a polite early answer: no reset). Records (the head,
     how many bytes came after it)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
+    data = read_head(conn)
+    if b"\r\n\r\n" not in data:
+        return
     body = b"too large\n"
     conn.sendall(b"HTTP/1.0 413 Payload Too Large\r\nContent-Length: %d\r\nX-Backend: early\r\n\r\n%s"
                  % (len(body), body))
@@ -937,17 +906,6 @@ def test_refused_request_with_large_body_gets_answer_not_reset(make_backend, sta
 
 # -- backends that do not answer properly ---------------------------------------------
 
-def read_head_then_close(conn, backend):
-    """Reads a request head and closes without answering."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    backend.record(data)
-
-
 GARBAGE = b"\x00\x01\x02 this is not HTTP \xff\xfe\r\n\r\nat all\n"
 
 
@@ -957,8 +915,7 @@ def send_garbage(conn, backend):
     read_head_then_close(conn, backend)
     conn.sendall(GARBAGE)
     conn.shutdown(socket.SHUT_WR)
-    while conn.recv(65536):
-        pass
+    wait_for_eof(conn)
 
 
 @pytest.mark.stage(6)

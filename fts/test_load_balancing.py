@@ -11,16 +11,15 @@ import base64
 import functools
 import random
 import socket
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from backends import read_head
+from backends import RawBackend, read_head, read_head_then_close
 from checks import assert_logged_once, assert_logged_times, assert_rsp_page, backend_name, served_by, went_down
-from client import READ_TIMEOUT, build_request, connect, get, read_to_eof, request, Response
+from client import READ_TIMEOUT, HeldRequest, build_request, exchange, get, request
 import netutil
-from netutil import LOOPBACK, closed_ports, free_port
+from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available
 from pattern import assert_same_bytes
 from proxy import count_fds
 
@@ -66,47 +65,12 @@ def assert_rotation(seen, order):
 wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT, pause=0.05)
 
 
-class HeldRequest:
-    """A client whose request lacks the last byte of its body: the proxy has
-    connected it to a backend (so that backend has one more open connection;
-    from stage 06 on, rsp picks a backend once the head is complete), but the
-    backend cannot answer yet. finish() sends the rest and returns the
-    Response; close() abandons it."""
-
-    def __init__(self, port, path="/echo?held=1"):
-        request_bytes = build_request(port, "POST", path, body=b"!")
-        self.rest = request_bytes[-1:]
-        self.sock = connect(port)
-        self.sock.sendall(request_bytes[:-1])
-
-    def finish(self):
-        self.sock.sendall(self.rest)
-        raw, reset = read_to_eof(self.sock)
-        self.close()
-        return Response(raw, reset)
-
-    def close(self):
-        self.sock.close()
-
-
-def ipv6_loopback_available():
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 needs_ipv6 = pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback (::1) here")
 
 
 def get_at(address, port, path="/echo"):
     """A GET to the proxy at address (IPv4 or IPv6), read to EOF."""
-    with socket.create_connection((address, port), timeout=READ_TIMEOUT) as sock:
-        sock.sendall(build_request(port, "GET", path))
-        raw, reset = read_to_eof(sock)
-    return Response(raw, reset)
+    return exchange(port, build_request(port, "GET", path), address=address)
 
 
 def refuses(address, port):
@@ -289,11 +253,6 @@ def test_backend_dies_and_comes_back(make_backend, start_proxy):
     assert_logged_times(proxy, NOTHING_REACHABLE, 0)
 
 
-def read_request_then_close(conn, backend):
-    """Reads a request head, records it, and closes without answering."""
-    backend.record(read_head(conn))
-
-
 @pytest.mark.stage(5)
 def test_request_sent_is_not_replayed(make_backend, make_raw_backend, start_proxy):
     """A backend that accepts a request and closes without answering: the
@@ -301,7 +260,7 @@ def test_request_sent_is_not_replayed(make_backend, make_raw_backend, start_prox
     not move), the client's connection ends (no answer, or a 502) instead
     of hanging, and the backend, whose connect succeeded, is not marked
     down. Requests the other backend takes are served as usual."""
-    silent = make_raw_backend(read_request_then_close)
+    silent = make_raw_backend(read_head_then_close)
     good = make_backend("good")
     proxy = start_proxy(silent, good)
     outcomes = []
@@ -360,48 +319,22 @@ def test_localhost_backend(make_backend, start_proxy):
     assert_logged_times(proxy, "is down", 0)
 
 
-class IPv6Backend:
+class IPv6Backend(RawBackend):
     """A minimal HTTP backend on [::1]: reads a request head and answers
     200 with an X-Backend header naming it. Counts the requests it answered."""
 
     def __init__(self, name):
         self.name = name
         self.hits = 0
-        self._listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
-        self.port = self._listener.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True, name=f"ipv6-backend-{name}")
-        self._thread.start()
+        super().__init__(self._answer, address="::1")
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return  # closed by stop()
-            with conn:
-                conn.settimeout(READ_TIMEOUT)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    if b"\r\n\r\n" in data:
-                        self.hits += 1
-                        body = self.name.encode() + b"\n"
-                        conn.sendall(b"HTTP/1.0 200 OK\r\nX-Backend: %s\r\nContent-Length: %d\r\n\r\n%s"
-                                     % (self.name.encode(), len(body), body))
-                except OSError:
-                    pass
-
-    def stop(self):
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
-        self._thread.join(timeout=5)
+    def _answer(self, conn, backend):
+        if b"\r\n\r\n" in read_head(conn):
+            with self._lock:
+                self.hits += 1
+            body = self.name.encode() + b"\n"
+            conn.sendall(b"HTTP/1.0 200 OK\r\nX-Backend: %s\r\nContent-Length: %d\r\n\r\n%s"
+                         % (self.name.encode(), len(body), body))
 
 
 @needs_ipv6

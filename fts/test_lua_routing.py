@@ -14,13 +14,13 @@ only to detect a hang; no duration is asserted.
 
 import random
 import re
-import socket
 import time
 
 import pytest
 
 from backends import record_request
-from client import Response, read_to_eof
+from checks import assert_config_error, assert_rsp_page
+from client import exchange
 from netutil import LOOPBACK, free_port
 from proxy import proxy_arguments, run_rsp
 from test_http import chunked, forwarded_headers, http_request, kept_and_added, recorded, split_forwarded
@@ -34,14 +34,7 @@ LOG_TIMEOUT = 5.0      # a bound on waiting for a log line that must come
 def send(port, data, source=LOOPBACK):
     """Sends data to 127.0.0.1:port from the local address `source` (any
     127.x.y.z works on Linux loopback) and reads the answer to EOF."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with sock:
-        sock.settimeout(CLIENT_TIMEOUT)
-        sock.bind((source, 0))
-        sock.connect((LOOPBACK, port))
-        sock.sendall(data)
-        raw, reset = read_to_eof(sock)
-    return Response(raw, reset)
+    return exchange(port, data, source=source, timeout=CLIENT_TIMEOUT)
 
 
 def ask(port, target="/echo", host="www.example.com", method="GET", version="HTTP/1.1", headers=(),
@@ -63,20 +56,6 @@ def body_of(r):
     """The body of a 200 that route answered with a response table."""
     assert r.status == 200 and r.header("X-Backend") is None, f"expected route's 200: {r.raw[:300]!r}"
     return r.body.decode("latin-1")
-
-
-def assert_rsp_page(r, status, reason):
-    """r is an answer rsp wrote itself with its small HTML page: the status
-    line, text/html, a body of the announced length naming the status,
-    Connection: close, and a FIN rather than a reset."""
-    line = f"HTTP/1.1 {status} {reason}\r\n".encode()
-    assert r.raw.startswith(line), f"expected {line!r}, got {r.raw[:300]!r}"
-    assert r.header("Content-Type") == "text/html; charset=utf-8", r.headers
-    assert r.header("Connection") == "close", r.headers
-    assert r.header("X-Backend") is None, r.headers
-    assert int(r.header("Content-Length")) == len(r.body) > 0, f"{r.headers}, body of {len(r.body)} bytes"
-    assert f"{status}".encode() in r.body and reason.encode() in r.body, r.body
-    assert not r.reset, "the connection ended with a reset instead of a close"
 
 
 def wait_for_log(proxy, since, *texts):
@@ -631,15 +610,7 @@ def test_bad_routing_config(rsp, tmp_path, options, setting, words):
     settings: exit status 1 and exactly one line on stderr, naming the
     file and the setting in quotes; nothing on stdout."""
     (path,) = proxy_arguments(rsp.stage, free_port(), [B], str(tmp_path), options)
-    result = run_rsp(rsp, [path], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
-    assert lines[0].startswith("rsp: ") and path in lines[0], lines[0]
-    assert f"'{setting}'" in lines[0], lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert result.stdout == "", f"nothing belongs on stdout: {result.stdout!r}"
+    assert_config_error(run_rsp(rsp, [path], tmp_path), path, setting, words=words)
 
 
 @pytest.mark.stage(7)

@@ -7,11 +7,11 @@ fail costs one request a 500 and nothing else. The spec is chapter 07 and
 the README's "Deciding per request, in Lua"."""
 
 import re
-import socket
 
 import pytest
 
-from client import READ_TIMEOUT, Response, read_to_eof
+from checks import assert_config_error
+from client import exchange
 from netutil import free_port
 from proxy import run_rsp
 
@@ -35,16 +35,7 @@ def start(start_proxy, tmp_path, body):
 def send(port, head, source="127.0.0.1", body=b""):
     """Sends a raw request head (str, CRLF added per line) and body from the
     local address `source`; returns the Response read to EOF."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(READ_TIMEOUT)  # a hang detector, not a measurement
-        sock.bind((source, 0))
-        sock.connect(("127.0.0.1", port))
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-        data, reset = read_to_eof(sock)
-    finally:
-        sock.close()
-    return Response(data, reset)
+    return exchange(port, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body, source=source)
 
 
 def get(port, target, host="www.example.com", headers=(), method="GET", source="127.0.0.1"):
@@ -347,11 +338,8 @@ def test_time_limit_holds_for_a_hot_loop_many_times(start_proxy, tmp_path, backe
 def test_config_errors(rsp, tmp_path, body, setting):
     """Exit status 1, one line naming the file and the setting."""
     path = write_config(tmp_path, free_port(), body)
-    result = run_rsp(rsp, [str(path)], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rsp: {path}: "), result.stderr
-    assert f"'{setting}" in lines[0], lines[0]
+    line = assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, words=[f"'{setting}"])
+    assert line.startswith(f"rsp: {path}: "), line
 
 
 @pytest.mark.stage(7)

@@ -9,8 +9,8 @@ test_http.py.)"""
 
 import pytest
 
-from checks import served_by
-from client import build_request, connect, read_to_eof, Response
+from checks import assert_config_error, served_by
+from client import HeldRequest, get
 from netutil import LOOPBACK, free_port
 from proxy import lua_config, lua_value, run_rsp, stage6_settings
 
@@ -22,12 +22,7 @@ def settings(**changes):
     the setting)."""
     values = stage6_settings(free_port(), [(LOOPBACK, free_port())])
     values["sites"] = sites(("www.example.com", SITE))
-    for name, value in changes.items():
-        if value is None:
-            values.pop(name, None)
-        else:
-            values[name] = value
-    return lua_config(values)
+    return lua_config(values, changes)
 
 
 SITE = '{ backends = { "127.0.0.1:8001" } }'
@@ -119,26 +114,14 @@ def test_bad_sites_config(rsp, tmp_path, text, setting):
     setting, in quotes."""
     path = tmp_path / "site.lua"
     path.write_text(text)
-    result = run_rsp(rsp, [str(path)], tmp_path)
-    assert result.returncode == 1, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {result.stderr!r}"
-    assert lines[0].startswith("rsp: "), lines[0]
-    assert str(path) in lines[0], lines[0]
-    assert f"'{setting}'" in lines[0], lines[0]
-    assert result.stdout == "", f"nothing belongs on stdout: {result.stdout!r}"
+    assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, setting)
 
 
 # -- valid configs ---------------------------------------------------------------
 
 def ask(port, host, path="/echo"):
     """A GET with this Host; returns the Response."""
-    request = build_request(port, "GET", path).replace(f"Host: {LOOPBACK}:{port}".encode(),
-                                                       f"Host: {host}".encode())
-    with connect(port) as sock:
-        sock.sendall(request)
-        raw_bytes, reset = read_to_eof(sock)
-    return Response(raw_bytes, reset)
+    return get(port, path, host=host)
 
 
 @pytest.mark.stage(6)
@@ -181,24 +164,6 @@ def test_each_site_balances_its_own_pool(make_backend, start_proxy):
         assert seen[host] in ([pair[0], pair[1]] * 2, [pair[1], pair[0]] * 2), f"{host}: {seen[host]}"
 
 
-class HeldRequest:
-    """A POST for `host` whose last body byte is held back: rsp has
-    connected it to a backend, which cannot answer yet."""
-
-    def __init__(self, port, host):
-        request = build_request(port, "POST", "/echo?held=1", body=b"!").replace(
-            f"Host: {LOOPBACK}:{port}".encode(), f"Host: {host}".encode())
-        self.rest = request[-1:]
-        self.sock = connect(port)
-        self.sock.sendall(request[:-1])
-
-    def finish(self):
-        self.sock.sendall(self.rest)
-        raw_bytes, reset = read_to_eof(self.sock)
-        self.sock.close()
-        return Response(raw_bytes, reset)
-
-
 @pytest.mark.stage(6)
 def test_site_least_conn_avoids_busy_backend(make_backend, start_proxy):
     """A site with balance = "least_conn": while one of its two backends
@@ -206,7 +171,7 @@ def test_site_least_conn_avoids_busy_backend(make_backend, start_proxy):
     other one; the held request then completes."""
     a, b = make_backend("a"), make_backend("b")
     proxy = start_proxy(sites={"lc.example.com": {"backends": [a, b], "balance": "least_conn"}})
-    held = HeldRequest(proxy.port, "lc.example.com")
+    held = HeldRequest(proxy.port, host="lc.example.com")
     try:
         seen = [served_by(ask(proxy.port, "lc.example.com")) for _ in range(4)]
         busy = served_by(held.finish())

@@ -17,8 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from backends import read_head
 from checks import assert_serves
-from client import build_request, close_with_reset, connect, get, read_to_eof, Response
+from client import build_request, close_with_reset, connect, get, read_to_eof, recv_or_reset, Response
 from pattern import assert_is_pattern, first_difference, pattern, pattern_chunks
 from proxy import vm_rss
 
@@ -98,15 +99,10 @@ def read_pattern_response(sock, read_size=MiB):
         length += len(data)
 
     while True:
-        try:
-            chunk = sock.recv(read_size)
-        except ConnectionResetError:
+        chunk = recv_or_reset(sock, read_size, length, "body bytes")
+        if chunk is None:
             reset = True
             break
-        except socket.timeout:
-            raise TimeoutError(
-                f"the connection neither ended nor sent anything for {sock.gettimeout()} s "
-                f"(after {length} body bytes)") from None
         if not chunk:
             break
         received += len(chunk)
@@ -207,12 +203,9 @@ def answer_then_close(size):
     pattern body with no Content-Length (the end of the body is the end of
     the connection), and closes at once."""
     def handle(conn, backend):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
+        data = read_head(conn)
+        if b"\r\n\r\n" not in data:
+            return
         backend.record(data)
         conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
         for chunk in pattern_chunks(size):
