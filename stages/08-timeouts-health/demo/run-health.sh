@@ -3,7 +3,10 @@
 # failures in a row, up after two passes). We make one fail its checks,
 # then both, then bring them back one by one, and send a few requests each
 # time. In the log, alpha and bravo stand for their addresses.
-. "$(dirname "$0")/../../../tools/demo-lib.sh" || exit 1
+# From stages/08-*/demo or from src/demo (src holds the newest stage's demos).
+lib=$(dirname "$0")/../../../tools/demo-lib.sh
+[ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
+. "$lib" || exit 1
 alpha=$(demo_port) bravo=$(demo_port) port=$(demo_port)
 for b in alpha bravo; do
   demo_start "$b" bash -c "cd '$DEMO_TMP' && exec '$DEMO_PYTHON' '$PWD/demo/backend.py' $b ${!b}"

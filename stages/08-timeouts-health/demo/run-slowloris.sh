@@ -2,7 +2,10 @@
 # Slowloris against chapter 07's rsp and this chapter's, each limited to 64
 # file descriptors: 80 clients that never finish their request head, and
 # one ordinary request after three seconds.
-. "$(dirname "$0")/../../../tools/demo-lib.sh" || exit 1
+# From stages/08-*/demo or from src/demo (src holds the newest stage's demos).
+lib=$(dirname "$0")/../../../tools/demo-lib.sh
+[ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
+. "$lib" || exit 1
 demo_site
 backend=$(demo_port)
 demo_static_backend "$backend"
@@ -11,8 +14,8 @@ for stage in 07 08; do
   printf 'listen = "127.0.0.1:%s"\nbackends = { "127.0.0.1:%s" }\nheader_timeout = 2.5\n' \
     "$port" "$backend" >"$DEMO_TMP/rsp$stage.lua"
   bin=./rsp
-  [ "$stage" = 07 ] && bin=../07-lua-routing/rsp
-  echo "== stage $stage ($bin), at most 64 file descriptors"
+  [ "$stage" = 07 ] && bin=$DEMO_TOOLS/../stages/07-lua-routing/rsp
+  echo "== stage $stage's rsp, at most 64 file descriptors"
   demo_rsp "rsp$stage" bash -c "ulimit -n 64 && exec $bin $DEMO_TMP/rsp$stage.lua"
   demo_start "slow$stage" "$DEMO_PYTHON" demo/slowloris.py "$port" 80 4
   sleep 3

@@ -3,7 +3,10 @@
 # demo is quick: a black-holed backend (connect_timeout), a backend that
 # never answers (response_timeout), and clients that stop halfway through
 # a head (header_timeout) or a body (body_timeout).
-. "$(dirname "$0")/../../../tools/demo-lib.sh" || exit 1
+# From stages/08-*/demo or from src/demo (src holds the newest stage's demos).
+lib=$(dirname "$0")/../../../tools/demo-lib.sh
+[ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
+. "$lib" || exit 1
 hole=$(demo_port) silent=$(demo_port) good=$(demo_port) port=$(demo_port)
 demo_start hole "$DEMO_PYTHON" demo/backend.py hole "$hole" blackhole
 demo_start silent "$DEMO_PYTHON" demo/backend.py silent "$silent" silent
