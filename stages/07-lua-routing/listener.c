@@ -211,7 +211,8 @@ struct listener *listener_start(int listen_fd, struct config *config, struct rel
     }
     if (reactor_add(&listener->handler, EPOLLIN) == -1) {
         log_errno("listener_start");
-        reactor_remove(&listener->resume);
+        if (reactor_remove(&listener->resume) == -1)
+            log_errno("epoll_ctl(DEL) timerfd");
         goto fail;
     }
     return listener;
