@@ -292,3 +292,40 @@ bool http_span_equal(const char *buf, struct http_span a, struct http_span b)
             return false;
     return true;
 }
+
+bool http_list_next(const char *buf, struct http_span value, size_t *position,
+                    struct http_span *token)
+{
+    while (*position < value.length) {
+        size_t start = *position, end = start;
+
+        while (end < value.length && buf[value.offset + end] != ',')
+            end++;
+        *position = end + 1;
+        while (start < end && (buf[value.offset + start] == ' ' || buf[value.offset + start] == '\t'))
+            start++;
+        while (end > start && (buf[value.offset + end - 1] == ' ' || buf[value.offset + end - 1] == '\t'))
+            end--;
+        if (end > start) {
+            *token = (struct http_span){ value.offset + start, end - start };
+            return true;
+        }
+    }
+    return false;
+}
+
+bool http_list_has(const char *buf, const struct http_header *headers, size_t count,
+                   const char *header, struct http_span token)
+{
+    for (size_t i = 0; i < count; i++) {
+        struct http_span element;
+        size_t position = 0;
+
+        if (!http_span_is(buf, headers[i].name, header))
+            continue;
+        while (http_list_next(buf, headers[i].value, &position, &element))
+            if (http_span_equal(buf, element, token))
+                return true;
+    }
+    return false;
+}

@@ -76,4 +76,18 @@ bool http_span_is(const char *buf, struct http_span span, const char *name);
 /* True if spans a and b in buf hold the same text, ignoring case. */
 bool http_span_equal(const char *buf, struct http_span a, struct http_span b);
 
+/* Header lists (RFC 9110, section 5.6.1): a value like "close, X-Custom".
+ * Steps *position through the list in `value`; returns true and sets
+ * *token to the next element without its blanks (empty elements are
+ * skipped), or false at the end. Start with *position = 0. */
+bool http_list_next(const char *buf, struct http_span value, size_t *position,
+                    struct http_span *token);
+
+/* True if an element of a list header called `header` (lower case), in
+ * any of its lines among the count headers, equals `token` ignoring case.
+ * Shared by requests and responses: "Connection: close", or a header name
+ * listed in Connection. */
+bool http_list_has(const char *buf, const struct http_header *headers, size_t count,
+                   const char *header, struct http_span token);
+
 #endif

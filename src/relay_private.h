@@ -1,5 +1,6 @@
-/* relay_private.h -- what relay.c and relay_time.c share: the relay
- * itself. Private to those two files. */
+/* relay_private.h -- what relay.c, exchange.c and relay_time.c share: the
+ * relay (one client connection) and the exchange it is serving (one
+ * request and its response). Private to those files. */
 #ifndef RSP_RELAY_PRIVATE_H
 #define RSP_RELAY_PRIVATE_H
 
@@ -12,6 +13,7 @@
 #include "relay.h"
 #include "request.h"
 #include "timer.h"
+#include "upstream.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,39 +25,65 @@
 #define RELAY_HIGH_WATER (64 * 1024)
 #define RELAY_LOW_WATER (16 * 1024)
 #define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
+
+/* Where the request of an exchange is (the response has its own state). */
 enum phase { PHASE_HEAD, PHASE_CONNECTING, PHASE_BODY, PHASE_DRAIN };
 
+/* One request and its response: from the request's first byte to the
+ * response's last (exchange.c). */
+struct exchange {
+    enum phase phase;
+    struct http_request *request;    /* from the first byte until the head is sent; else NULL */
+    struct request_info info;
+    bool head_method;                /* a HEAD request: answers carry no body */
+    struct pool *pool;               /* chosen by route, or by Host */
+    struct backend *current;         /* the backend tried or in use, or NULL */
+    const struct addrinfo *address;  /* which of its addresses */
+    uint64_t tried;                  /* backends tried for this request */
+    struct upstream *upstream;       /* the backend connection, or NULL */
+    bool response_started;           /* a byte of the response reached the client's queue */
+    size_t drained;                  /* bytes dropped in PHASE_DRAIN */
+
+    /* Time (reactor_now() seconds): see relay_time.c. */
+    double attempt_started;          /* the connect under way started */
+    double last_body_read;           /* body bytes last came from the client */
+    double request_sent;             /* the whole request was queued for the backend; 0: not yet */
+};
+
+/* One client connection. */
 struct relay {
     struct reactor_deferred deferred; /* first: frees the relay at the end of the batch */
     struct relay_set *set;           /* the relays alive, a list through prev/next */
     struct relay *prev, *next;
     struct connection client;
-    struct connection backend;       /* no socket until a connect starts */
     struct config *config;
-    enum phase phase;
     struct buffer head;              /* the request head as received, and what followed it */
-    struct http_request *request;    /* from the first byte until the head is sent; else NULL */
-    struct request_info info;
-    struct pool *pool;               /* chosen by route, or by Host */
-    struct backend *current;         /* the backend tried or in use, or NULL */
-    const struct addrinfo *address;  /* which of its addresses */
-    uint64_t tried;                  /* backends tried for this request */
-    bool response_started;           /* a byte of the response reached the client's queue */
-    bool head_method;                /* a HEAD request: answers carry no body */
-    size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     char client_address[INET6_ADDRSTRLEN];
+    struct exchange x;               /* the request being served */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     struct timer timer;
     double accepted;                 /* the client connected */
-    double attempt_started;          /* the connect under way started */
-    double last_body_read;           /* body bytes last came from the client */
-    double request_sent;             /* the whole request was queued for the backend; 0: not yet */
     double last_activity;            /* an event on either socket */
     double give_up_at;               /* a timeout answered: close by then; 0: none */
 };
 
-/* relay.c */
+/* The backend connection's socket side, or NULL when there is none. */
+static inline struct connection *relay_backend(const struct relay *relay)
+{
+    return relay->x.upstream != NULL ? &relay->x.upstream->conn : NULL;
+}
+
+/* exchange.c */
+
+/* Bytes arrived from the client, in the phase the exchange is in. */
+void exchange_client_data(struct relay *relay, const char *data, size_t len);
+
+/* The client finished sending (end of file). */
+void exchange_client_finished(struct relay *relay);
+
+/* An event on the backend connection. */
+void exchange_upstream_event(void *relay, uint32_t events);
 
 /* The request cannot go on: answers it with `status` (or cuts the client
  * off if part of a response was already sent), drops the backend, and
@@ -68,12 +96,17 @@ void relay_fail_request(struct relay *relay, int status);
  * it has failed). */
 bool relay_attempt_failed(struct relay *relay, int error);
 
-/* Closes the backend socket, if any, and gives its slot back. */
+/* Closes the backend connection, if any. */
 void relay_release_backend(struct relay *relay);
 
 /* Starts a connect to the next address or backend. Returns 0 when one is
  * under way, -1 when nothing is left to try. */
 int relay_connect_next(struct relay *relay);
+
+/* Frees what the exchange holds. */
+void exchange_free(struct relay *relay);
+
+/* relay.c */
 
 /* Applies the rules that link the two sides after anything happened, then
  * closes the relay if it is finished, or else brings both epoll

@@ -50,20 +50,21 @@ static void consider(double *best, enum deadline *which, double when, enum deadl
 static double next_deadline(const struct relay *relay, enum deadline *which)
 {
     const struct timeouts *t = &relay->config->timeouts;
-    const struct connection *client = &relay->client, *backend = &relay->backend;
+    const struct exchange *x = &relay->x;
+    const struct connection *client = &relay->client, *backend = relay_backend(relay);
     double best = relay->last_activity + t->idle;
 
     *which = DEADLINE_IDLE;
-    if (relay->phase == PHASE_HEAD)
+    if (x->phase == PHASE_HEAD)
         consider(&best, which, relay->accepted + t->header, DEADLINE_HEADER);
-    if (relay->phase == PHASE_CONNECTING)
-        consider(&best, which, relay->attempt_started + t->connect, DEADLINE_CONNECT);
+    if (x->phase == PHASE_CONNECTING)
+        consider(&best, which, x->attempt_started + t->connect, DEADLINE_CONNECT);
     /* A client paused by backpressure waits for the backend, not the
      * other way round: its silence is not its fault. */
-    if (relay->phase == PHASE_BODY && !client->paused && !client->read_done)
-        consider(&best, which, relay->last_body_read + t->body, DEADLINE_BODY);
-    if (relay->request_sent > 0 && !relay->response_started && !backend->read_done)
-        consider(&best, which, relay->request_sent + t->response, DEADLINE_RESPONSE);
+    if (x->phase == PHASE_BODY && !client->paused && !client->read_done)
+        consider(&best, which, x->last_body_read + t->body, DEADLINE_BODY);
+    if (x->request_sent > 0 && !x->response_started && backend != NULL && !backend->read_done)
+        consider(&best, which, x->request_sent + t->response, DEADLINE_RESPONSE);
     if (client->write_done && !client->read_done)
         consider(&best, which, relay->last_activity + RELAY_LINGER, DEADLINE_LINGER);
     if (relay->give_up_at > 0)
@@ -82,7 +83,7 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
     };
 
     log_msg("%s (%g s) fired: client %s, backend %s: %s", deadline_names[which], seconds[which],
-            relay->client_address, relay->current != NULL ? relay->current->name : "none", what);
+            relay->client_address, relay->x.current != NULL ? relay->x.current->name : "none", what);
 }
 
 /* We answered because of a timeout: stop reading, and close once the
@@ -130,9 +131,9 @@ static void deadline_passed(struct relay *relay, enum deadline which)
         connect_timed_out(relay);
         break;
     case DEADLINE_BODY:
-        log_timeout(relay, which, relay->response_started ? "the request body stalled; closed"
-                                                          : "the request body stalled; answered 408");
-        if (relay->response_started)
+        log_timeout(relay, which, relay->x.response_started ? "the request body stalled; closed"
+                                                            : "the request body stalled; answered 408");
+        if (relay->x.response_started)
             cut_off(relay);
         else
             relay_fail_request(relay, 408);

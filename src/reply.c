@@ -4,6 +4,7 @@
 #include "request.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const char *reply_reason(int status)
 {
@@ -101,11 +102,42 @@ size_t reply_format(char *out, size_t size, int status, bool head_only)
     return (size_t)n < size ? (size_t)n : size - 1;
 }
 
+static int append_text(struct buffer *out, const char *text)
+{
+    return buffer_append(out, text, strlen(text));
+}
+
+int reply_append(struct buffer *out, const struct reply *r, bool head_only)
+{
+    char line[128];
+    int rc = 0;
+
+    snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", r->status, reply_reason(r->status));
+    rc |= append_text(out, line);
+    rc |= buffer_append(out, r->headers, r->headers_length);
+    if (r->body != NULL) {
+        snprintf(line, sizeof line, "Content-Length: %zu\r\n", r->body_length);
+        rc |= append_text(out, line);
+    }
+    rc |= append_text(out, "Connection: close\r\n\r\n");
+    if (r->body != NULL && !head_only)
+        rc |= buffer_append(out, r->body, r->body_length);
+    return rc == 0 ? 0 : -1;
+}
+
 void reply_error(struct connection *c, int status, bool head_only)
 {
-    char response[1536];
-    size_t length = reply_format(response, sizeof response, status, head_only);
+    static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
+    static const char html_allow[] = "Content-Type: text/html; charset=utf-8\r\n" REQUEST_ALLOW_HEADER "\r\n";
+    char page[1024];
+    struct reply r = { status, status == 405 ? html_allow : html, 0, page, 0 };
+    struct buffer out = BUFFER_INIT;
 
-    if (length > 0)
-        connection_write(c, response, length);
+    r.headers_length = strlen(r.headers);
+    r.body_length = reply_page(page, sizeof page, status, explanation(status));
+    if (reply_append(&out, &r, head_only) == 0)
+        connection_write(c, out.data + out.start, buffer_length(&out));
+    else
+        connection_fail(c); /* out of memory: nothing better to say */
+    buffer_free(&out);
 }

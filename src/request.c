@@ -278,41 +278,12 @@ void request_info_free(struct request_info *info)
     info->path_length = 0;
 }
 
-/* Trims blanks from both ends of span. */
-static struct http_span trim(const char *buf, struct http_span span)
-{
-    while (span.length > 0 && (buf[span.offset] == ' ' || buf[span.offset] == '\t')) {
-        span.offset++;
-        span.length--;
-    }
-    while (span.length > 0 && (buf[span.offset + span.length - 1] == ' ' ||
-                               buf[span.offset + span.length - 1] == '\t'))
-        span.length--;
-    return span;
-}
-
 /* True if header `name` is listed in one of the request's Connection
  * headers ("Connection: close, X-Custom" makes X-Custom hop-by-hop). */
 static bool listed_in_connection(const struct http_request *req, const char *buf,
                                  struct http_span name)
 {
-    for (size_t i = 0; i < req->header_count; i++) {
-        struct http_span value = req->headers[i].value;
-        size_t start = 0;
-
-        if (!http_span_is(buf, req->headers[i].name, "connection"))
-            continue;
-        while (start <= value.length) {
-            size_t end = start;
-            while (end < value.length && buf[value.offset + end] != ',')
-                end++;
-            struct http_span token = trim(buf, (struct http_span){ value.offset + start, end - start });
-            if (http_span_equal(buf, token, name))
-                return true;
-            start = end + 1;
-        }
-    }
-    return false;
+    return http_list_has(buf, req->headers, req->header_count, "connection", name);
 }
 
 static int append(struct buffer *out, const char *data, size_t len)

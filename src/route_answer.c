@@ -123,7 +123,8 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
     int t = index > 0 ? index : lua_gettop(L) + index + 1;
     int status_at = raw_field(L, t, "status"), location_at = raw_field(L, t, "location"),
         headers_at = raw_field(L, t, "headers"), body_at = raw_field(L, t, "body");
-    char line[128], page[1024];
+    char page[1024];
+    struct buffer response = BUFFER_INIT;
     const char *body = NULL;
     size_t body_length = 0;
     bool content_type = false, no_body;
@@ -150,8 +151,6 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
         luaL_error(L, "route's response: 'headers' must be a table, not a %s",
                    luaL_typename(L, headers_at));
 
-    snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", status, reply_reason(status));
-    append(L, out, line, strlen(line));
     if (!lua_isnil(L, location_at))
         append_header(L, out, "Location", location_at);
     if (!lua_isnil(L, headers_at))
@@ -166,12 +165,16 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
         body = page;
         if (!content_type)
             APPEND_LITERAL(L, out, "Content-Type: text/html; charset=utf-8\r\n");
+    } else if (status == 205 || !no_body) {
+        body = ""; /* no body, but a Content-Length of 0 says so */
     }
-    if (!no_body || status == 205) {
-        snprintf(line, sizeof line, "Content-Length: %zu\r\n", body_length);
-        append(L, out, line, strlen(line));
+    /* out holds the header lines so far (the caller frees it if an error
+     * is raised); the whole response replaces them. */
+    struct reply r = { status, out->data + out->start, buffer_length(out), body, body_length };
+    if (reply_append(&response, &r, head_only) == -1) {
+        buffer_free(&response);
+        luaL_error(L, "out of memory");
     }
-    APPEND_LITERAL(L, out, "Connection: close\r\n\r\n");
-    if (body != NULL && !head_only)
-        append(L, out, body, body_length);
+    buffer_free(out);
+    *out = response;
 }

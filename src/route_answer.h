@@ -12,9 +12,8 @@
  *   { status = 200..599, location = "...", headers = { NAME = VALUE, ... },
  *     body = "..." }
  * where a VALUE is a string, a number or a list of strings (one header line
- * each), and appends the complete HTTP response to out: the headers, then
- * Content-Length and Connection: close, then the body, which is left out
- * for a HEAD request (head_only). Without a body, a status of 300 or more
+ * each), and writes the complete HTTP response into out (empty before) as
+ * reply_append does: the body is left out for a HEAD request (head_only). Without a body, a status of 300 or more
  * gets a short HTML page; 204 and 304 never have one. Raises a Lua error
  * that says what is wrong with the table (must run in a protected call);
  * out may then hold part of a response. */
