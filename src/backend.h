@@ -11,11 +11,14 @@
 #define POOL_MAX_BACKENDS 64
 
 struct health_check;
+struct upstream;
 
 struct backend {
     char *name;                 /* as configured, e.g. "127.0.0.1:8001" */
     struct addrinfo *addresses; /* resolved once, when the config is loaded */
-    unsigned active;            /* open connections, for least_conn */
+    unsigned active;            /* connections serving a request, for least_conn */
+    struct upstream *idle;      /* connections waiting for a request (upstream.c) */
+    unsigned idle_count;
     bool down;                  /* a connect failed recently (passive health) */
     double retry_at;            /* while down: when to try it again (monotonic s) */
     bool failing;               /* active health checks say it is down */

@@ -45,6 +45,8 @@ static ssize_t frame_chunked(struct body_framer *f, const char *data, size_t len
         if (f->state == C_DATA) {
             /* Skip over chunk data in one step: it can be anything. */
             size_t n = len - i < f->remaining ? len - i : (size_t)f->remaining;
+            if (f->on_data != NULL)
+                f->on_data(f->context, data + i, n);
             f->remaining -= n;
             i += n;
             if (f->remaining == 0)

@@ -1,4 +1,4 @@
-/* http.c -- the request-head parser, one byte at a time.
+/* http.c -- the request- and response-head parser, one byte at a time.
  *
  * It follows RFC 9112 strictly where leniency could let two programs read
  * one message differently (the root of request smuggling): no white space
@@ -266,6 +266,29 @@ int http_parse_status_line(const char *buf, size_t len, size_t max)
     return len >= max ? -1 : 0;
 }
 
+int http_parse_response(struct http_request *res, const char *buf, size_t len,
+                        const struct http_limits *limits)
+{
+    int rc;
+
+    if (res->state == S_START) {
+        int status = http_parse_status_line(buf, len, limits->max_line);
+        const char *end;
+
+        if (status == 0)
+            return HTTP_INCOMPLETE;
+        if (status < 0)
+            return 502;
+        end = memchr(buf, '\n', len); /* there is one: the line is complete */
+        res->status = status;
+        res->minor_version = buf[7] - '0';
+        res->position = res->line_start = (size_t)(end - buf) + 1;
+        res->state = S_HEADER_START;
+    }
+    rc = http_parse_request(res, buf, len, limits);
+    return rc == HTTP_INCOMPLETE || rc == HTTP_DONE ? rc : 502;
+}
+
 static char lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
@@ -314,8 +337,10 @@ bool http_list_next(const char *buf, struct http_span value, size_t *position,
     return false;
 }
 
-bool http_list_has(const char *buf, const struct http_header *headers, size_t count,
-                   const char *header, struct http_span token)
+/* The search of http_list_has and http_list_has_word: by span, or by
+ * word when word is not NULL. */
+static bool list_has(const char *buf, const struct http_header *headers, size_t count,
+                     const char *header, struct http_span token, const char *word)
 {
     for (size_t i = 0; i < count; i++) {
         struct http_span element;
@@ -324,8 +349,20 @@ bool http_list_has(const char *buf, const struct http_header *headers, size_t co
         if (!http_span_is(buf, headers[i].name, header))
             continue;
         while (http_list_next(buf, headers[i].value, &position, &element))
-            if (http_span_equal(buf, element, token))
+            if (word != NULL ? http_span_is(buf, element, word) : http_span_equal(buf, element, token))
                 return true;
     }
     return false;
+}
+
+bool http_list_has(const char *buf, const struct http_header *headers, size_t count,
+                   const char *header, struct http_span token)
+{
+    return list_has(buf, headers, count, header, token, NULL);
+}
+
+bool http_list_has_word(const char *buf, const struct http_header *headers, size_t count,
+                        const char *header, const char *word)
+{
+    return list_has(buf, headers, count, header, (struct http_span){ 0, 0 }, word);
 }

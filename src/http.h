@@ -1,4 +1,4 @@
-/* http.h -- an incremental parser for HTTP/1.x request heads.
+/* http.h -- an incremental parser for HTTP/1.x request and response heads.
  *
  * The parser never copies: everything it finds is recorded as an offset
  * and a length into the caller's buffer, so the buffer may grow (and move)
@@ -28,10 +28,12 @@ struct http_limits {
     size_t max_head;          /* longest head, request line to empty line */
 };
 
+/* A parsed head: a request's, or (http_parse_response) a response's. */
 struct http_request {
     /* What the parser found, valid once it returns HTTP_DONE. */
-    struct http_span method;
-    struct http_span target;
+    struct http_span method;  /* requests */
+    struct http_span target;  /* requests */
+    int status;               /* responses: 100 to 599 */
     int minor_version;        /* HTTP/1.0 or HTTP/1.1 */
     struct http_header headers[HTTP_MAX_HEADERS];
     size_t header_count;
@@ -70,6 +72,14 @@ int http_parse_request(struct http_request *req, const char *buf, size_t len,
  * than 0 never changes when more bytes follow. */
 int http_parse_status_line(const char *buf, size_t len, size_t max);
 
+/* Parses a response head in buf[0..len) as http_parse_request parses a
+ * request's (start with http_request_init): the status line, then header
+ * lines up to the empty line, with the same rules and limits. Returns
+ * HTTP_INCOMPLETE, HTTP_DONE, or 502: what a backend sent is not an
+ * HTTP/1.x response head, or is larger than the limits. */
+int http_parse_response(struct http_request *res, const char *buf, size_t len,
+                        const struct http_limits *limits);
+
 /* True if span in buf equals the lower-case string name, ignoring case. */
 bool http_span_is(const char *buf, struct http_span span, const char *name);
 
@@ -89,5 +99,9 @@ bool http_list_next(const char *buf, struct http_span value, size_t *position,
  * listed in Connection. */
 bool http_list_has(const char *buf, const struct http_header *headers, size_t count,
                    const char *header, struct http_span token);
+
+/* The same for a word given as a lower-case string ("close", "upgrade"). */
+bool http_list_has_word(const char *buf, const struct http_header *headers, size_t count,
+                        const char *header, const char *word);
 
 #endif

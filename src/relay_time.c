@@ -4,7 +4,9 @@
  * deadline comes first of those that apply in its phase:
  *
  *   phase        waiting for                          deadline
- *   HEAD         the rest of the request head         accepted + header_timeout
+ *   HEAD         a first request head                 accepted + header_timeout
+ *   HEAD         a later request to begin             last exchange + keepalive_timeout
+ *   HEAD         the rest of a later request head     its first byte + header_timeout
  *   CONNECTING   the backend to accept                attempt + connect_timeout
  *   BODY         the next piece of the request body   last read + body_timeout
  *   (sent)       the first byte of the response       request sent + response_timeout
@@ -27,13 +29,14 @@
 /* The deadlines a relay can be waiting for. */
 enum deadline {
     DEADLINE_HEADER, DEADLINE_CONNECT, DEADLINE_BODY, DEADLINE_RESPONSE, DEADLINE_LINGER,
-    DEADLINE_IDLE,
+    DEADLINE_IDLE, DEADLINE_KEEPALIVE,
 };
 
 static const char *const deadline_names[] = {
     [DEADLINE_HEADER] = "header_timeout", [DEADLINE_CONNECT] = "connect_timeout",
     [DEADLINE_BODY] = "body_timeout", [DEADLINE_RESPONSE] = "response_timeout",
     [DEADLINE_LINGER] = "linger", [DEADLINE_IDLE] = "idle_timeout",
+    [DEADLINE_KEEPALIVE] = "keepalive_timeout",
 };
 
 static void consider(double *best, enum deadline *which, double when, enum deadline kind)
@@ -55,8 +58,14 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
     double best = relay->last_activity + t->idle;
 
     *which = DEADLINE_IDLE;
-    if (x->phase == PHASE_HEAD)
-        consider(&best, which, relay->accepted + t->header, DEADLINE_HEADER);
+    /* Between two requests, the client has keepalive_timeout to begin the
+     * next; once it has, header_timeout to finish its head. */
+    if (x->phase == PHASE_HEAD && relay->served > 0 && x->head_started == 0)
+        consider(&best, which, relay->idle_since + relay->config->keepalive.timeout,
+                 DEADLINE_KEEPALIVE);
+    else if (x->phase == PHASE_HEAD)
+        consider(&best, which, (relay->served == 0 ? relay->accepted : x->head_started) + t->header,
+                 DEADLINE_HEADER);
     if (x->phase == PHASE_CONNECTING)
         consider(&best, which, x->attempt_started + t->connect, DEADLINE_CONNECT);
     /* A client paused by backpressure waits for the backend, not the
@@ -80,16 +89,20 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
         [DEADLINE_HEADER] = t->header, [DEADLINE_CONNECT] = t->connect,
         [DEADLINE_BODY] = t->body, [DEADLINE_RESPONSE] = t->response,
         [DEADLINE_LINGER] = RELAY_LINGER, [DEADLINE_IDLE] = t->idle,
+        [DEADLINE_KEEPALIVE] = relay->config->keepalive.timeout,
     };
 
     log_msg("%s (%g s) fired: client %s, backend %s: %s", deadline_names[which], seconds[which],
             relay->client_address, relay->x.current != NULL ? relay->x.current->name : "none", what);
 }
 
-/* We answered because of a timeout: stop reading, and close once the
- * answer is out or RELAY_LINGER has passed, whichever comes first. */
+/* We answered because of a timeout: unless the connection stays open for
+ * another request, stop reading, and close once the answer is out or
+ * RELAY_LINGER has passed, whichever comes first. */
 static void give_up(struct relay *relay)
 {
+    if (relay->x.phase != PHASE_DRAIN)
+        return;
     relay->client.read_done = true;
     relay->give_up_at = reactor_now() + RELAY_LINGER;
 }
@@ -108,9 +121,10 @@ static void connect_timed_out(struct relay *relay)
     log_timeout(relay, DEADLINE_CONNECT, "the backend did not accept the connection");
     retry = relay_attempt_failed(relay, ETIMEDOUT);
     relay_release_backend(relay);
-    if (retry && relay_connect_next(relay) == 0)
-        return;
-    relay_fail_request(relay, 504);
+    if (retry)
+        exchange_connect(relay, 504);
+    else
+        relay_fail_request(relay, 504);
 }
 
 static void deadline_passed(struct relay *relay, enum deadline which)
@@ -150,6 +164,9 @@ static void deadline_passed(struct relay *relay, enum deadline which)
     case DEADLINE_IDLE:
         log_timeout(relay, which, "no byte either way; closed");
         cut_off(relay);
+        break;
+    case DEADLINE_KEEPALIVE:
+        cut_off(relay); /* an idle keep-alive connection: closed in silence */
         break;
     }
 }

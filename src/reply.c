@@ -107,7 +107,7 @@ static int append_text(struct buffer *out, const char *text)
     return buffer_append(out, text, strlen(text));
 }
 
-int reply_append(struct buffer *out, const struct reply *r, bool head_only)
+int reply_append(struct buffer *out, const struct reply *r, bool head_only, const char *connection)
 {
     char line[128];
     int rc = 0;
@@ -119,13 +119,14 @@ int reply_append(struct buffer *out, const struct reply *r, bool head_only)
         snprintf(line, sizeof line, "Content-Length: %zu\r\n", r->body_length);
         rc |= append_text(out, line);
     }
-    rc |= append_text(out, "Connection: close\r\n\r\n");
+    rc |= append_text(out, connection);
+    rc |= append_text(out, "\r\n");
     if (r->body != NULL && !head_only)
         rc |= buffer_append(out, r->body, r->body_length);
     return rc == 0 ? 0 : -1;
 }
 
-void reply_error(struct connection *c, int status, bool head_only)
+void reply_error(struct connection *c, int status, bool head_only, const char *connection)
 {
     static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
     static const char html_allow[] = "Content-Type: text/html; charset=utf-8\r\n" REQUEST_ALLOW_HEADER "\r\n";
@@ -135,7 +136,7 @@ void reply_error(struct connection *c, int status, bool head_only)
 
     r.headers_length = strlen(r.headers);
     r.body_length = reply_page(page, sizeof page, status, explanation(status));
-    if (reply_append(&out, &r, head_only) == 0)
+    if (reply_append(&out, &r, head_only, connection) == 0)
         connection_write(c, out.data + out.start, buffer_length(&out));
     else
         connection_fail(c); /* out of memory: nothing better to say */

@@ -51,12 +51,14 @@ int route_hook_init(struct route_hook *hook, lua_State *L, struct named_pool *po
 
 /* Calls route(req) for rq and says what to do. For ROUTE_POOL sets *pool;
  * for ROUTE_ANSWER writes a complete response into answer, which must be
- * empty (without its body when head_only: the request was HEAD); for the
+ * empty (without its body when head_only: the request was HEAD; with the
+ * `connection` header line, see reply_append); for the
  * other outcomes answer is left empty. Never raises a Lua error and never
  * runs longer than about hook->time_limit, unless a single call from Lua
  * into C does. */
 enum route_outcome route_call(struct route_hook *hook, const struct route_request *rq,
-                              bool head_only, struct pool **pool, struct buffer *answer);
+                              bool head_only, const char *connection, struct pool **pool,
+                              struct buffer *answer);
 
 /* Closes the Lua state. The hook is empty afterwards (L == NULL). */
 void route_hook_free(struct route_hook *hook);

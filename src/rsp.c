@@ -9,6 +9,7 @@
 #include "net.h"
 #include "reactor.h"
 #include "relay.h"
+#include "upstream.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -114,12 +115,16 @@ static int start_health_checks(struct config *config)
     return 0;
 }
 
-static void stop_health_checks(struct config *config)
+/* Stops the health checks and closes the idle backend connections. */
+static void stop_backends(struct config *config)
 {
     struct pool *pool;
 
-    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++)
+    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++) {
         health_stop(pool);
+        for (size_t j = 0; j < pool->count; j++)
+            upstream_close_idle(&pool->backends[j]);
+    }
 }
 
 int main(int argc, char *argv[])
@@ -168,7 +173,7 @@ int main(int argc, char *argv[])
      * checker at exit sees only real leaks. */
     relay_close_all(&relays);
 out_listener:
-    stop_health_checks(&config);
+    stop_backends(&config);
     listener_stop(listener);
 out_signals:
     if (reactor_remove(&stopper) == -1 || close(stopper.fd) == -1)

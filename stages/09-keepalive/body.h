@@ -20,6 +20,10 @@ struct body_framer {
     int state;              /* where the chunked parser is */
     int digits;             /* hex digits of the chunk size so far */
     size_t line_length;     /* length of the current size or trailer line */
+    /* Optional, for a chunked body: called with each piece of chunk data
+     * as it passes (to take the chunked coding off for an HTTP/1.0 client). */
+    void (*on_data)(void *context, const char *data, size_t len);
+    void *context;
 };
 
 /* A body of exactly length bytes (0: no body at all). */

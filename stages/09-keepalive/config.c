@@ -27,6 +27,10 @@
 #define DEFAULT_RESPONSE_TIMEOUT 60.0
 #define DEFAULT_IDLE_TIMEOUT 300.0
 #define DEFAULT_ROUTE_TIME_LIMIT 0.1
+#define DEFAULT_KEEPALIVE_TIMEOUT 75.0
+#define DEFAULT_KEEPALIVE_REQUESTS 1000
+#define DEFAULT_BACKEND_KEEPALIVE 32
+#define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
 
 /* Lua's own messages usually begin with "PATH:LINE:" already; then we print
  * them as they are. */
@@ -170,6 +174,37 @@ static int read_timeouts(lua_State *L, const char *path, struct timeouts *t)
     return 0;
 }
 
+/* Reads a whole-number setting of the globals, from min to max. */
+static int read_count(lua_State *L, const char *path, const char *name, double fallback,
+                      double min, double max, unsigned *out)
+{
+    double value;
+
+    if (read_number(L, path, name, fallback, min, max, &value) == -1)
+        return -1;
+    if (value != (double)(unsigned)value) {
+        config_error(path, "setting '%s' must be a whole number from %.10g to %.10g", name, min, max);
+        return -1;
+    }
+    *out = (unsigned)value;
+    return 0;
+}
+
+/* The keep-alive settings of both sides. */
+static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
+{
+    if (read_number(L, path, "keepalive_timeout", DEFAULT_KEEPALIVE_TIMEOUT, 0, 86400,
+                    &k->timeout) == -1 ||
+        read_count(L, path, "keepalive_requests", DEFAULT_KEEPALIVE_REQUESTS, 1, 1e9,
+                   &k->requests) == -1 ||
+        read_count(L, path, "backend_keepalive", DEFAULT_BACKEND_KEEPALIVE, 0, 100000,
+                   &k->backend_idle) == -1 ||
+        read_number(L, path, "backend_idle_timeout", DEFAULT_BACKEND_IDLE_TIMEOUT, 0.001, 86400,
+                    &k->backend_idle_timeout) == -1)
+        return -1;
+    return 0;
+}
+
 /* Reads a boolean setting of the globals (absent: false). */
 static int read_boolean(lua_State *L, const char *path, const char *name, bool *out)
 {
@@ -307,7 +342,8 @@ static const char *const settings[] = {
     "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
     "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
-    "response_timeout", "idle_timeout", "health_check", NULL,
+    "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
+    "backend_keepalive", "backend_idle_timeout", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -413,6 +449,7 @@ int config_load(const char *path, struct config *config)
         read_limits(L, path, &config->limits) == 0 &&
         read_policy(L, path, &config->policy) == 0 &&
         read_timeouts(L, path, &config->timeouts) == 0 &&
+        read_keepalive(L, path, &config->keepalive) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");

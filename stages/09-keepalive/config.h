@@ -17,6 +17,14 @@ struct timeouts {
     double idle;                /* with no byte either way */
 };
 
+/* Keeping connections open for more requests (chapter 09). */
+struct keepalive {
+    double timeout;             /* a client's silence between requests, seconds; 0: close */
+    unsigned requests;          /* requests per client connection */
+    unsigned backend_idle;      /* idle connections kept per backend; 0: none */
+    double backend_idle_timeout; /* seconds an idle backend connection is kept */
+};
+
 struct config {
     char *listen_host;          /* NULL: every local address */
     char listen_port[6];        /* "1".."65535" */
@@ -28,6 +36,7 @@ struct config {
     struct request_policy policy; /* underscores in header names, encoded slashes */
     double route_time_limit;    /* seconds */
     struct timeouts timeouts;
+    struct keepalive keepalive;
     struct health_settings health; /* top-level health_check: every pool's default */
     struct route_hook route;    /* route.L == NULL: no route function */
 };
@@ -48,6 +57,9 @@ struct config {
  *   allow_encoded_slashes = false   let %2F and %5C through in paths (else 400)
  *   connect_timeout = 5, header_timeout = 10, body_timeout = 30,
  *   response_timeout = 60, idle_timeout = 300   (seconds, fractions allowed)
+ *   keepalive_timeout = 75 (seconds; 0: one request per client connection),
+ *   keepalive_requests = 1000, backend_keepalive = 32 (idle connections kept
+ *   per backend; 0: none), backend_idle_timeout = 30 (seconds)
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false

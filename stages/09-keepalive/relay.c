@@ -43,8 +43,10 @@ static void client_readable(struct relay *relay)
         ssize_t n;
 
         /* Stop as soon as the head is complete: the rest waits in the
-         * kernel until a backend is connected. */
-        if (relay->client.read_done || relay->client.paused || relay->x.phase == PHASE_CONNECTING)
+         * kernel until a backend is connected, and after the whole
+         * request, until it is answered. */
+        if (relay->client.read_done || relay->client.paused || relay->x.phase == PHASE_CONNECTING ||
+            relay->x.phase == PHASE_SENT)
             return;
         n = connection_read(&relay->client, buffer, sizeof buffer);
         if (n > 0) {
@@ -58,7 +60,7 @@ static void client_readable(struct relay *relay)
         }
         /* Stop as soon as the backend's queue is full: backpressure. */
         backend = relay_backend(relay);
-        if (relay->x.phase == PHASE_BODY && backend != NULL &&
+        if ((relay->x.phase == PHASE_BODY || relay->x.phase == PHASE_TUNNEL) && backend != NULL &&
             connection_queued(backend) > RELAY_HIGH_WATER)
             relay->client.paused = true;
     }
@@ -106,17 +108,30 @@ static void relay_close(struct relay *relay)
  * to date. The relay may be freed when it returns. */
 void relay_settle_or_close(struct relay *relay)
 {
-    struct connection *client = &relay->client, *backend = relay_backend(relay);
-    enum phase phase = relay->x.phase;
+    struct connection *client = &relay->client, *backend;
+    enum phase phase;
+    bool waiting;
+
+    /* An exchange is over and the connection stays: on to the next one,
+     * and to the one after if the client sent it already (pipelining) and
+     * rsp answers it at once. */
+    while (relay->x.response_done && relay->x.keep_client && relay->x.phase == PHASE_SENT &&
+           !client->broken)
+        exchange_next(relay);
+    backend = relay_backend(relay);
+    phase = relay->x.phase;
 
     /* A backend that stopped taking the request may still answer it. */
     if (phase == PHASE_BODY && (backend == NULL || backend->write_done))
         relay->x.phase = phase = PHASE_DRAIN;
-    /* Reading the client: not while connecting; during the body only while
-     * the backend keeps up; and a drain has a limit. */
-    if (phase == PHASE_CONNECTING)
+    /* Reading the client: not while connecting, nor while a whole request
+     * waits for its answer; during the body (or a tunnel) only while the
+     * backend keeps up; and a drain has a limit. */
+    waiting = phase == PHASE_CONNECTING || phase == PHASE_SENT;
+    if (waiting)
         client->paused = true;
-    else if (phase != PHASE_BODY || connection_queued(backend) < RELAY_LOW_WATER)
+    else if ((phase != PHASE_BODY && phase != PHASE_TUNNEL) || backend == NULL ||
+             connection_queued(backend) < RELAY_LOW_WATER)
         client->paused = false;
     if (phase == PHASE_DRAIN && relay->x.drained > RELAY_DRAIN_LIMIT)
         client->read_done = true;
@@ -126,9 +141,9 @@ void relay_settle_or_close(struct relay *relay)
     if (backend != NULL && connection_queued(client) < RELAY_LOW_WATER)
         backend->paused = false;
 
-    /* While its backend connect is pending the client is not read, but a
-     * hang-up must still be noticed. */
-    client->watch_hangup = phase == PHASE_CONNECTING;
+    /* While it is not read the client must still be noticed if it hangs
+     * up, up to a limit on what it may send meanwhile. */
+    client->watch_hangup = waiting && buffer_length(&relay->head) < relay->config->limits.max_head;
 
     /* A backend that answered before reading the whole body may still be
      * taking the rest we queued for it: let it have that before closing. */
@@ -157,7 +172,8 @@ static void client_hung_up(struct relay *relay)
 {
     char buffer[RELAY_READ_SIZE];
 
-    while (!relay->client.read_done) {
+    while (!relay->client.read_done &&
+           buffer_length(&relay->head) < relay->config->limits.max_head) {
         ssize_t n = connection_read(&relay->client, buffer, sizeof buffer);
 
         if (n > 0)
@@ -178,7 +194,8 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
     relay->last_activity = reactor_now();
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         connection_flush(&relay->client);
-    if (relay->x.phase == PHASE_CONNECTING && (events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
+    if ((relay->x.phase == PHASE_CONNECTING || relay->x.phase == PHASE_SENT) &&
+        (events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
         client_hung_up(relay);
     else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
         client_readable(relay);

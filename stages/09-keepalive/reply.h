@@ -32,18 +32,19 @@ struct reply {
 };
 
 /* Appends the complete response r to out: status line, headers,
- * Content-Length, then "Connection: close", and the body, which is left
- * out for a HEAD request (head_only) as HTTP requires. Returns 0, or -1
- * if out of memory. */
-int reply_append(struct buffer *out, const struct reply *r, bool head_only);
+ * Content-Length, the header line `connection` ("Connection: close\r\n",
+ * or "" when the connection stays open, see response_connection_line),
+ * and the body, which is left out for a HEAD request (head_only) as HTTP
+ * requires. Returns 0, or -1 if out of memory. */
+int reply_append(struct buffer *out, const struct reply *r, bool head_only, const char *connection);
 
-/* Writes the response reply_error sends into out (size bytes; 1536 is
- * plenty) without allocating anything, for the listener when it is out
- * of file descriptors. Returns its length. */
+/* Writes the response reply_error sends, with "Connection: close", into
+ * out (size bytes; 1536 is plenty) without allocating anything, for the
+ * listener when it is out of file descriptors. Returns its length. */
 size_t reply_format(char *out, size_t size, int status, bool head_only);
 
 /* Queues rsp's own answer for status (400, 414, 421, 431, 405, 500, 502,
  * 505, ...) on c: a short HTML page, with Allow for a 405. */
-void reply_error(struct connection *c, int status, bool head_only);
+void reply_error(struct connection *c, int status, bool head_only, const char *connection);
 
 #endif

@@ -15,7 +15,7 @@
  * some frameworks take as the URL to serve instead of the request line's:
  * a path no rule of ours judged. */
 static const char *const dropped_headers[] = {
-    "connection", "keep-alive", "proxy-connection", "te", "upgrade",
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
     "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "forwarded",
     "x-original-url", "x-rewrite-url",
 };
@@ -268,6 +268,21 @@ int request_check(const struct http_request *req, const char *buf,
         body_framer_init_chunked(&info->body);
     else
         body_framer_init_length(&info->body, length);
+
+    if (req->minor_version == 1)
+        info->keep_alive = !http_list_has_word(buf, req->headers, req->header_count, "connection", "close");
+    else
+        info->keep_alive = http_list_has_word(buf, req->headers, req->header_count, "connection",
+                                              "keep-alive");
+    info->idempotent = method_is(req, buf, "GET") || method_is(req, buf, "HEAD") ||
+                       method_is(req, buf, "OPTIONS") || method_is(req, buf, "TRACE") ||
+                       method_is(req, buf, "PUT") || method_is(req, buf, "DELETE");
+    if (req->minor_version == 1 &&
+        http_list_has_word(buf, req->headers, req->header_count, "connection", "upgrade")) {
+        for (size_t i = 0; i < req->header_count; i++)
+            if (http_span_is(buf, req->headers[i].name, "upgrade"))
+                info->upgrade = req->headers[i].value;
+    }
     return 0;
 }
 
@@ -343,7 +358,7 @@ static int append_request_line(const struct http_request *req, const char *buf,
             rc |= append_span(out, buf, info->query);
         }
     }
-    rc |= append_text(out, req->minor_version == 1 ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
+    rc |= append_text(out, " HTTP/1.1\r\n"); /* whatever the client speaks: see exchange.c */
     return rc;
 }
 
@@ -371,9 +386,17 @@ static int append_forwarded(const struct request_info *info, const char *buf,
     return rc;
 }
 
+static bool has_header(const struct http_request *req, const char *buf, const char *name)
+{
+    for (size_t i = 0; i < req->header_count; i++)
+        if (http_span_is(buf, req->headers[i].name, name))
+            return true;
+    return false;
+}
+
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, struct buffer *out)
+                       const char *client_address, bool keep_backend, struct buffer *out)
 {
     bool content_length_sent = false;
     int rc = append_request_line(req, buf, info, out);
@@ -382,6 +405,10 @@ int request_write_head(const struct http_request *req, const char *buf,
         rc |= append_text(out, "Host: ");
         rc |= append_span(out, buf, info->host_header);
         rc |= append_text(out, "\r\n");
+    } else if (!has_header(req, buf, "host")) {
+        /* An HTTP/1.0 client may leave Host out; HTTP/1.1, which we speak
+         * to the backend, requires one, empty if there is no name. */
+        rc |= append_text(out, "Host: \r\n");
     }
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
@@ -420,6 +447,13 @@ int request_write_head(const struct http_request *req, const char *buf,
         rc |= append_text(out, "\r\n");
     }
     rc |= append_forwarded(info, buf, client_address, out);
-    rc |= append_text(out, "Connection: close\r\n\r\n");
+    if (info->upgrade.length > 0) {
+        rc |= append_text(out, "Upgrade: ");
+        rc |= append_span(out, buf, info->upgrade);
+        rc |= append_text(out, "\r\nConnection: upgrade\r\n");
+    } else if (!keep_backend) {
+        rc |= append_text(out, "Connection: close\r\n");
+    }
+    rc |= append_text(out, "\r\n");
     return rc == 0 ? 0 : -1;
 }

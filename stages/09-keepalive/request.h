@@ -5,8 +5,7 @@
  * body framing), and writes the head the backend receives: the request line
  * in origin form with the path that was judged, the client's headers
  * without hop-by-hop and spoofable ones, with X-Forwarded-*, X-Real-IP and
- * Forwarded set by us, and Connection: close (one request per connection
- * until chapter 09). */
+ * Forwarded set by us. */
 #ifndef RSP_REQUEST_H
 #define RSP_REQUEST_H
 
@@ -42,6 +41,12 @@ struct request_info {
                                      target has none; NULL for "*". Owned: see
                                      request_info_free */
     size_t path_length;
+    bool keep_alive;              /* the client wants the connection kept: HTTP/1.1
+                                     without "Connection: close", or HTTP/1.0 with
+                                     "Connection: keep-alive" */
+    bool idempotent;              /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE */
+    struct http_span upgrade;     /* the Upgrade header, when Connection lists
+                                     upgrade (HTTP/1.1 only); length 0: none */
 };
 
 /* Checks the semantics of a parsed head in buf and fills *info. Returns 0,
@@ -57,10 +62,13 @@ void request_info_free(struct request_info *info);
 /* The Allow header rsp sends with its 405 (without the line end). */
 #define REQUEST_ALLOW_HEADER "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
-/* Appends to out the head to send to the backend. client_address is the
- * client's IP address as text. Returns 0, or -1 if out of memory. */
+/* Appends to out the head to send to the backend, always as HTTP/1.1.
+ * client_address is the client's IP address as text. With keep_backend
+ * false it asks the backend to close ("Connection: close"); an upgrade
+ * request passes its Upgrade header on, with "Connection: upgrade".
+ * Returns 0, or -1 if out of memory. */
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, struct buffer *out);
+                       const char *client_address, bool keep_backend, struct buffer *out);
 
 #endif

@@ -162,7 +162,8 @@ static void new_thread(lua_State *L, struct route_hook *hook)
 
 /* Turns the value route returned (at index) into the decision. */
 static void decide(lua_State *L, int index, struct route_hook *hook, bool head_only,
-                   struct pool **pool, struct buffer *answer, enum route_outcome *outcome)
+                   const char *connection, struct pool **pool, struct buffer *answer,
+                   enum route_outcome *outcome)
 {
     switch (lua_type(L, index)) {
     case LUA_TNIL:
@@ -179,7 +180,7 @@ static void decide(lua_State *L, int index, struct route_hook *hook, bool head_o
         *outcome = ROUTE_POOL;
         return;
     case LUA_TTABLE:
-        route_answer_write(L, index, head_only, answer);
+        route_answer_write(L, index, head_only, connection, answer);
         *outcome = ROUTE_ANSWER;
         return;
     default:
@@ -193,6 +194,7 @@ struct call {
     struct route_hook *hook;
     const struct route_request *rq;
     bool head_only;
+    const char *connection;
     struct pool *pool;
     struct buffer *answer;
     enum route_outcome outcome;
@@ -240,7 +242,8 @@ static int call_route(lua_State *L)
         /* Only the first result counts; the coroutine is ready for reuse. */
         lua_settop(thread, 1);
         lua_xmove(thread, L, 1);                         /* 4: the result */
-        decide(L, 4, hook, call->head_only, &call->pool, call->answer, &call->outcome);
+        decide(L, 4, hook, call->head_only, call->connection, &call->pool, call->answer,
+               &call->outcome);
         return 0;
     }
     snprintf(limit, sizeof limit, "route ran past its time limit (%g s; stopped after %.3f s)",
@@ -264,9 +267,10 @@ static int call_route(lua_State *L)
 }
 
 enum route_outcome route_call(struct route_hook *hook, const struct route_request *rq,
-                              bool head_only, struct pool **pool, struct buffer *answer)
+                              bool head_only, const char *connection, struct pool **pool,
+                              struct buffer *answer)
 {
-    struct call call = { hook, rq, head_only, NULL, answer, ROUTE_FAILED };
+    struct call call = { hook, rq, head_only, connection, NULL, answer, ROUTE_FAILED };
 
     if (lua_cpcall(hook->L, call_route, &call) != 0) {
         const char *message = lua_tostring(hook->L, -1);

@@ -118,7 +118,8 @@ static int raw_field(lua_State *L, int t, const char *name)
     return lua_gettop(L);
 }
 
-void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *out)
+void route_answer_write(lua_State *L, int index, bool head_only, const char *connection,
+                        struct buffer *out)
 {
     int t = index > 0 ? index : lua_gettop(L) + index + 1;
     int status_at = raw_field(L, t, "status"), location_at = raw_field(L, t, "location"),
@@ -171,7 +172,7 @@ void route_answer_write(lua_State *L, int index, bool head_only, struct buffer *
     /* out holds the header lines so far (the caller frees it if an error
      * is raised); the whole response replaces them. */
     struct reply r = { status, out->data + out->start, buffer_length(out), body, body_length };
-    if (reply_append(&response, &r, head_only) == -1) {
+    if (reply_append(&response, &r, head_only, connection) == -1) {
         buffer_free(&response);
         luaL_error(L, "out of memory");
     }
