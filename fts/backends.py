@@ -2,6 +2,8 @@
 
 HTTPBackend   an HTTP/1.0 server in threads of the test process: it closes
               the connection after each response, as the early stages need.
+KeepAliveBackend  an HTTP/1.1 server on raw sockets that keeps connections
+              open and records every request and connection (stage 09).
 RawBackend    a bare TCP server whose per-connection behaviour is a function.
 BlackHole     a port where connects hang: SYNs are dropped, never answered.
 Nginx         a real web server serving a static directory.
@@ -498,6 +500,17 @@ class _ConnReader:
             raise EOFError
         self.data += chunk
 
+    fill = _fill
+
+    def buffered(self):
+        """How many received bytes the parser has not consumed yet."""
+        return len(self.data) - self.pos
+
+    def compact(self):
+        """Forgets the bytes consumed so far (a long-lived connection)."""
+        del self.data[:self.pos]
+        self.pos = 0
+
     def until(self, delimiter):
         """The bytes up to and including the next `delimiter`."""
         while True:
@@ -582,3 +595,382 @@ def record_request(conn, backend):
         conn.shutdown(socket.SHUT_WR)
     finally:
         backend.record(reader.rest_until_eof())
+
+
+# -- an HTTP/1.1 backend that keeps connections open (stage 09 on) -------------
+
+def chunked_body(size, chunks, trailer=False):
+    """(raw, decoded): what /chunked?size=N&chunks=K[&trailer=1] sends, the
+    body on the wire (K chunks of pattern bytes, the last chunk, an
+    X-Checksum trailer field if asked) and without its coding."""
+    from client import chunked  # the client knows the coding too
+    body = pattern(size)
+    piece = max(1, -(-size // max(1, chunks)))
+    trailers = [("X-Checksum", hashlib.sha256(body).hexdigest()[:16])] if trailer else []
+    return chunked(body, [piece] * max(1, chunks), trailers), body
+
+
+# What /hop sends besides its end-to-end X-End-To-End: the hop-by-hop
+# headers a proxy must not pass on (Connection names X-Hop, which is
+# therefore hop-by-hop too).
+HOP_RESPONSE_HEADERS = [
+    ("Connection", "X-Hop"),
+    ("X-Hop", "1"),
+    ("Keep-Alive", "timeout=5, max=100"),
+    ("Proxy-Connection", "keep-alive"),
+    ("TE", "trailers"),
+    ("Trailer", "X-Checksum"),
+    ("Upgrade", "h2c"),
+]
+
+# What /bad?kind=K answers: a response whose framing no proxy can trust.
+BAD_RESPONSES = {
+    "two-content-lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    "negative-content-length": b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nhello",
+    "garbage-content-length": b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello",
+    "malformed-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    "not-http": b"\x16\x03\x01 this is not an HTTP response\r\n\r\n",
+}
+
+
+class RequestRecord:
+    """One request a KeepAliveBackend received: conn (the id of its TCP
+    connection, from 1), index (1 for the first request on that
+    connection), method, target, version ("HTTP/1.1"), headers (a list of
+    (name, value) as sent), head (the raw bytes), body (decoded), and
+    dropped (the backend closed instead of answering: drop_reused)."""
+
+    def __init__(self, conn, index, method, target, version, headers, head):
+        self.conn, self.index = conn, index
+        self.method, self.target, self.version = method, target, version
+        self.headers, self.head = headers, head
+        self.body = b""
+        self.dropped = False
+        self.at = time.monotonic()
+
+    def header(self, name):
+        values = [v for n, v in self.headers if n.lower() == name.lower()]
+        return values[-1] if values else None
+
+    def header_names(self):
+        return [n.lower() for n, _ in self.headers]
+
+    def __repr__(self):
+        return f"<request {self.method} {self.target} {self.version} conn {self.conn} #{self.index}>"
+
+
+class ConnInfo:
+    """One TCP connection a KeepAliveBackend accepted: id, requests served,
+    opened and closed (monotonic times; closed None while open), and
+    closed_by: "peer" (the proxy closed it), "reset" (the proxy reset it),
+    "idle" (idle_close), "limit" (max_requests_per_conn), "close" (the
+    request said Connection: close or close=1, or the body was
+    close-delimited),
+    "drop" (drop_reused), "stop" (stop()), or "error: ..."."""
+
+    def __init__(self, ident, sock):
+        self.id = ident
+        self.sock = sock
+        self.requests = 0
+        self.opened = time.monotonic()
+        self.last_response = None
+        self.closed = None
+        self.closed_by = None
+
+    def __repr__(self):
+        return f"<backend conn {self.id}: {self.requests} requests, closed by {self.closed_by}>"
+
+
+class KeepAliveBackend:
+    """An HTTP/1.1 backend on raw sockets, in threads of the test process,
+    that keeps connections open between requests (unless a request says
+    Connection: close, or an option below closes them). It counts the TCP
+    connections it accepted (connections) and the requests (requests),
+    keeps every request it received in `records` (RequestRecord: method,
+    target, version, headers, body, and which connection carried it) and
+    every connection in `conns` ({id: ConnInfo}). Every response has
+    X-Backend (its name), X-Conn (the connection's id) and X-Request (the
+    request's number on that connection).
+
+    Routes (the path; anything else answers 200 with "path=TARGET\\n"):
+      /cl?size=N                 N pattern bytes with Content-Length
+      /chunked?size=N&chunks=K&trailer=1
+                                 the same in K chunks (chunked_body()), with
+                                 an X-Checksum trailer field if trailer=1
+      /close-delimited?size=N    neither Content-Length nor chunked: the
+                                 body ends when the backend closes
+      /status?code=C             status C (204, 304: no body; 205: an
+                                 empty one; others a short body)
+      /interim                   a 103 Early Hints (with a Link) first
+      /echo                      JSON: method, target, version, headers,
+                                 body_length, body_sha256, body (latin-1
+                                 text, for bodies up to 64 KiB)
+      /hop                       a response with HOP_RESPONSE_HEADERS
+      /bad?kind=K                BAD_RESPONSES[K]; the connection stays open
+      /delay?seconds=S&size=N    /cl after a pause
+    A HEAD gets the head a GET would (Content-Length or chunked) and no
+    body. close=1 in any query makes the answer say Connection: close
+    (and the backend close after it). A request with Expect: 100-continue and a body gets "100
+    Continue" before the backend reads the body. Request bodies may be
+    framed by Content-Length or chunked.
+
+    Options: idle_close=S closes a connection that waited S seconds for its
+    next request; max_requests_per_conn=N answers the Nth request on a
+    connection with Connection: close and closes; drop_reused=("POST",)
+    makes a request with one of those methods that arrives on a connection
+    that served a request before (a pooled connection) close that
+    connection instead of being answered (after at least one byte of its
+    body, if it has one, arrived): the backend side of the pooling race;
+    each such drop sets the `dropped` event (drop_with_reset: the close
+    sends a RST)."""
+
+    IDLE_WAIT = 60.0   # s: a guard on waiting for the next request (stop() ends it)
+
+    def __init__(self, name="keepalive", port=0, idle_close=None, max_requests_per_conn=None, drop_reused=(),
+                 drop_with_reset=False):
+        self.name = name
+        self.host = LOOPBACK
+        self.idle_close = idle_close
+        self.max_requests_per_conn = max_requests_per_conn
+        self.drop_reused = tuple(m.upper() for m in drop_reused)
+        self.drop_with_reset = drop_with_reset
+        self.connections = 0
+        self.records = []
+        self.conns = {}
+        self.errors = []
+        self.dropped = threading.Event()
+        self._lock = threading.Lock()
+        self._listener = socket.create_server((LOOPBACK, port), backlog=512)
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept_loop, name=f"keepalive-{name}", daemon=True)
+        self._thread.start()
+
+    # -- what the tests look at --------------------------------------------------
+
+    @property
+    def requests(self):
+        with self._lock:
+            return len(self.records)
+
+    def requests_per_connection(self):
+        """{connection id: requests it carried}."""
+        with self._lock:
+            return {c.id: c.requests for c in self.conns.values()}
+
+    def open_connections(self):
+        with self._lock:
+            return [c for c in self.conns.values() if c.closed is None]
+
+    def requests_for(self, path):
+        """The records whose target's path is `path`."""
+        with self._lock:
+            return [r for r in self.records if urlsplit(r.target).path == path]
+
+    # -- serving -----------------------------------------------------------------
+
+    def _accept_loop(self):
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                info = ConnInfo(self.connections, sock)
+                self.conns[info.id] = info
+            threading.Thread(target=self._serve, args=(info,), daemon=True).start()
+
+    def _closed(self, info, how):
+        with self._lock:
+            if info.closed is None:
+                info.closed = time.monotonic()
+                info.closed_by = how
+
+    def _serve(self, info):
+        sock = info.sock
+        reader = _ConnReader(sock)
+        how = "close"
+        try:
+            while True:
+                reader.compact()
+                sock.settimeout(self.idle_close if self.idle_close and info.requests else self.IDLE_WAIT)
+                if not reader.buffered():
+                    try:
+                        reader.fill()
+                    except socket.timeout:
+                        how = "idle"
+                        break
+                sock.settimeout(30)
+                how = self._one_request(info, reader)
+                if how is not None:
+                    break
+        except EOFError:
+            how = "peer"
+        except ConnectionResetError:
+            how = "reset"
+        except OSError as e:
+            how = "stop" if info.closed_by == "stop" else f"error: {e!r}"
+        except Exception as e:  # a bug in a test route: keep it visible
+            self.errors.append(repr(e))
+            how = f"error: {e!r}"
+        finally:
+            self._closed(info, how)
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _read_body(self, reader, fields):
+        te = fields.get("transfer-encoding", "").lower()
+        if te.endswith("chunked"):
+            body = bytearray()
+            while True:
+                size = int(reader.until(b"\r\n")[:-2].split(b";")[0], 16)
+                if size == 0:
+                    break
+                body += reader.exactly(size + 2)[:-2]
+            while reader.until(b"\r\n") != b"\r\n":
+                pass
+            return bytes(body)
+        return reader.exactly(int(fields.get("content-length", "0")))
+
+    def _one_request(self, info, reader):
+        """Serves one request; returns None to go on, or why the connection ends."""
+        head = reader.until(b"\r\n\r\n")
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        method, target, version = lines[0].split(" ", 2)
+        headers = []
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers.append((name.strip(), value.strip()))
+        fields = {n.lower(): v for n, v in headers}
+        has_body = "transfer-encoding" in fields or int(fields.get("content-length", "0") or 0) > 0
+        with self._lock:
+            info.requests += 1
+            record = RequestRecord(info.id, info.requests, method, target, version, headers, head)
+            self.records.append(record)
+        if method in self.drop_reused and info.requests > 1:
+            record.dropped = True
+            if has_body and not reader.buffered():
+                info.sock.settimeout(2)
+                try:
+                    reader.fill()
+                except socket.timeout:
+                    pass
+            if self.drop_with_reset:
+                info.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.dropped.set()
+            return "drop"
+        if has_body and fields.get("expect", "").lower() == "100-continue":
+            info.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        record.body = self._read_body(reader, fields)
+        url = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        closing = ("close" in [t.strip().lower() for t in fields.get("connection", "").split(",")]
+                   or query.get("close") == "1")
+        limit = self.max_requests_per_conn is not None and info.requests >= self.max_requests_per_conn
+        ends = "close" if closing else "limit" if limit else None
+        route = getattr(self, "_route_" + url.path.strip("/").replace("-", "_"), self._route_default)
+        if url.path.startswith("/") and url.path.count("/") > 1:
+            route = self._route_default
+        result = route(info, record, query, method == "HEAD", ends is not None)
+        info.last_response = time.monotonic()
+        return result or ends
+
+    # -- answering ---------------------------------------------------------------
+
+    def _head(self, info, record, status, reason, headers, closing):
+        lines = [f"HTTP/1.1 {status} {reason}", f"X-Backend: {self.name}", f"X-Conn: {info.id}",
+                 f"X-Request: {record.index}"]
+        lines += [f"{n}: {v}" for n, v in headers]
+        if closing:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _answer(self, info, record, head_only, closing, body, status=200, reason="OK", headers=()):
+        own = [("Content-Type", "application/octet-stream")] if not any(
+            n.lower() == "content-type" for n, _ in headers) else []
+        headers = own + [("Content-Length", str(len(body)))] + list(headers)
+        data = self._head(info, record, status, reason, headers, closing)
+        info.sock.sendall(data if head_only else data + body)
+
+    def _route_default(self, info, record, query, head_only, closing):
+        self._answer(info, record, head_only, closing, f"path={record.target}\n".encode())
+
+    def _route_cl(self, info, record, query, head_only, closing):
+        self._answer(info, record, head_only, closing, pattern(int(query.get("size", 100))))
+
+    def _route_delay(self, info, record, query, head_only, closing):
+        time.sleep(float(query.get("seconds", 0.1)))
+        self._route_cl(info, record, query, head_only, closing)
+
+    def _route_chunked(self, info, record, query, head_only, closing):
+        raw, _ = chunked_body(int(query.get("size", 1000)), int(query.get("chunks", 3)),
+                              query.get("trailer") == "1")
+        headers = [("Content-Type", "application/octet-stream"), ("Transfer-Encoding", "chunked")]
+        if query.get("trailer") == "1":
+            headers.append(("Trailer", "X-Checksum"))
+        data = self._head(info, record, 200, "OK", headers, closing)
+        info.sock.sendall(data if head_only else data + raw)
+
+    def _route_close_delimited(self, info, record, query, head_only, closing):
+        data = self._head(info, record, 200, "OK", [("Content-Type", "application/octet-stream")], False)
+        if head_only:
+            info.sock.sendall(data)
+            return None
+        info.sock.sendall(data + pattern(int(query.get("size", 1000))))
+        return "close"
+
+    def _route_status(self, info, record, query, head_only, closing):
+        code = int(query.get("code", 204))
+        reasons = {204: "No Content", 205: "Reset Content", 304: "Not Modified"}
+        if code in (204, 304):
+            headers = [("ETag", '"v1"')] if code == 304 else []
+            info.sock.sendall(self._head(info, record, code, reasons[code], headers, closing))
+        elif code == 205:
+            self._answer(info, record, head_only, closing, b"", code, reasons[code])
+        else:
+            self._answer(info, record, head_only, closing, f"status {code}\n".encode(), code, "Test")
+
+    def _route_interim(self, info, record, query, head_only, closing):
+        info.sock.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n")
+        self._answer(info, record, head_only, closing, b"after the hints\n")
+
+    def _route_echo(self, info, record, query, head_only, closing):
+        body = record.body
+        answer = {"method": record.method, "target": record.target, "version": record.version,
+                  "headers": record.headers, "body_length": len(body),
+                  "body_sha256": hashlib.sha256(body).hexdigest(),
+                  "conn": info.id, "request": record.index}
+        if len(body) <= 65536:
+            answer["body"] = body.decode("latin-1")
+        self._answer(info, record, head_only, closing, json.dumps(answer).encode(),
+                     headers=[("Content-Type", "application/json")])
+
+    def _route_hop(self, info, record, query, head_only, closing):
+        self._answer(info, record, head_only, closing, b"hop\n",
+                     headers=HOP_RESPONSE_HEADERS + [("X-End-To-End", "kept")])
+
+    def _route_bad(self, info, record, query, head_only, closing):
+        info.sock.sendall(BAD_RESPONSES[query["kind"]])
+        return None  # stays open: the proxy must not use it again
+
+    def stop(self):
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (a close alone does not)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            conns = list(self.conns.values())
+        for info in conns:
+            if info.closed is None:
+                self._closed(info, "stop")
+                try:
+                    info.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self._thread.join(timeout=5)
+
+    def __repr__(self):
+        return f"<KeepAliveBackend {self.name} on {self.host}:{self.port}>"

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from backends import HTTPBackend, Nginx, RawBackend
+from backends import HTTPBackend, KeepAliveBackend, Nginx, RawBackend
 from netutil import free_port
 from pattern import pattern
 from proxy import Proxy, backend_address, proxy_arguments
+
+DEFAULT_BACKEND_KEEPALIVE = 32  # stage 09's default for backend_keepalive
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES_DIR = os.path.join(REPO, "stages")
@@ -162,7 +164,8 @@ def start_proxy(rsp, tmp_path):
     at most N file descriptors.
 
     At teardown every proxy started is checked (running, no crash on
-    stderr, no fds leaked) and stopped."""
+    stderr, no fds leaked; from stage 09, idle pooled backend connections,
+    up to backend_keepalive per backend, are not leaks) and stopped."""
     started = []
 
     def start(*backends, args=None, port=None, nofile=None, **options):
@@ -173,7 +176,13 @@ def start_proxy(rsp, tmp_path):
                                    options)
         elif port is None or options:
             raise ValueError("start_proxy(args=...) needs the port the proxy will listen on, and no options")
-        proxy = Proxy(rsp.binary, args, port, str(tmp_path), nofile=nofile)
+        # From stage 09 rsp keeps idle backend connections open (up to
+        # backend_keepalive per backend, default 32) for the next request:
+        # the teardown check accepts those (see Proxy.settled).
+        pooled = options.get("backend_keepalive", DEFAULT_BACKEND_KEEPALIVE) if rsp.stage >= 9 else 0
+        if not isinstance(pooled, int) or isinstance(pooled, bool):
+            pooled = DEFAULT_BACKEND_KEEPALIVE  # a config rsp refuses: it will not start anyway
+        proxy = Proxy(rsp.binary, args, port, str(tmp_path), nofile=nofile, pooled=pooled)
         started.append(proxy)
         return proxy
 
@@ -213,6 +222,14 @@ def make_raw_backend():
     """make_raw_backend(handle) starts a RawBackend running handle(conn, backend)
     for each connection."""
     yield from _stopped_at_teardown(RawBackend)
+
+
+@pytest.fixture
+def make_keepalive_backend():
+    """make_keepalive_backend(name="keepalive", **options) starts a
+    KeepAliveBackend (an HTTP/1.1 backend keeping connections open; see
+    backends.py for its options)."""
+    yield from _stopped_at_teardown(KeepAliveBackend)
 
 
 @pytest.fixture

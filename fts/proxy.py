@@ -234,6 +234,23 @@ def stage8_settings(listen_port, backends, options=None):
     return settings
 
 
+# Stage 09 adds keep-alive and pooling: keepalive_timeout (seconds, 0:
+# one response per client connection), keepalive_requests (per client
+# connection), backend_keepalive (idle connections kept per backend, 0:
+# none) and backend_idle_timeout (seconds).
+STAGE9_OPTIONS = ("keepalive_timeout", "keepalive_requests", "backend_keepalive", "backend_idle_timeout")
+
+
+def stage9_settings(listen_port, backends, options=None):
+    """The stage 09 config globals, as Lua source text: those of stage 08
+    plus any of STAGE9_OPTIONS given in `options`."""
+    options = dict(options or {})
+    extra = {name: options.pop(name) for name in STAGE9_OPTIONS if name in options}
+    settings = stage8_settings(listen_port, backends, options)
+    settings.update((name, lua_value(value)) for name, value in extra.items())
+    return settings
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -246,8 +263,12 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     and sites naming a pool (see STAGE7_OPTIONS), and
     `backends` may be empty when there is a route (or when the test wants
     a config rsp must refuse: nothing here checks that one is valid); from
-    stage 08 also the timeouts and health_check (see STAGE8_OPTIONS)."""
+    stage 08 also the timeouts and health_check (see STAGE8_OPTIONS); from
+    stage 09 also the keep-alive settings (see STAGE9_OPTIONS)."""
     options = dict(options or {})
+    if stage <= 8 and set(options) & set(STAGE9_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE9_OPTIONS)))} (stage 09 on)")
     if stage <= 7 and set(options) & set(STAGE8_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE8_OPTIONS)))} (stage 08 on)")
@@ -275,8 +296,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = lua_config(stage6_settings(listen_port, backends, options))
     elif stage <= 7:  # the same, plus pools, route_time_limit and a route function
         text = stage7_config(listen_port, backends, options)
-    else:             # the same, plus the timeouts and health checks
+    elif stage <= 8:  # the same, plus the timeouts and health checks
         text = stage7_config(listen_port, backends, options, settings=stage8_settings)
+    else:             # the same, plus keep-alive and backend pooling
+        text = stage7_config(listen_port, backends, options, settings=stage9_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)
@@ -325,6 +348,48 @@ def count_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def tcp_sockets(pid):
+    """{socket inode: (local port, remote address:port as in /proc, state,
+    tx_queue, rx_queue)} for the TCP sockets of pid's network namespace
+    (/proc/PID/net/tcp and tcp6; state "01" is ESTABLISHED)."""
+    sockets = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state, queues, inode = fields[1], fields[2], fields[3], fields[4], fields[9]
+            tx, rx = (int(q, 16) for q in queues.split(":"))
+            sockets[inode] = (int(local.rsplit(":", 1)[1], 16), remote, state, tx, rx)
+    return sockets
+
+
+def pooled_fds(pid, listen_port):
+    """The fds of process `pid` that look like idle pooled backend
+    connections (stage 09 on), by remote address: TCP sockets that are
+    ESTABLISHED (the backend has not closed them), were not accepted on
+    listen_port (rsp connected them), and have nothing queued either way."""
+    sockets = tcp_sockets(pid)
+    pooled = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if not target.startswith("socket:["):
+            continue
+        entry = sockets.get(target[len("socket:["):-1])
+        if entry is None:
+            continue
+        local_port, remote, state, tx, rx = entry
+        if state == "01" and local_port != listen_port and tx == 0 and rx == 0:
+            pooled.setdefault(remote, []).append(int(fd))
+    return pooled
+
+
 def list_fds(pid):
     entries = []
     for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
@@ -366,10 +431,13 @@ def raised_fd_limit(wanted):
 class Proxy:
     """One running rsp process listening on 127.0.0.1:port; with nofile=N
     it may hold at most N file descriptors (RLIMIT_NOFILE, set in the child
-    before rsp starts: not a config setting)."""
+    before rsp starts: not a config setting). pooled=N (stage 09 on: its
+    backend_keepalive) lets the teardown check accept up to N idle pooled
+    connections to each backend (see pooled_fds) beyond the fds of startup."""
 
-    def __init__(self, binary, args, port, workdir, nofile=None):
+    def __init__(self, binary, args, port, workdir, nofile=None, pooled=0):
         self.binary = binary
+        self.pooled = pooled
         self.args = args
         self.port = port
         self.host = LOOPBACK
@@ -419,13 +487,30 @@ class Proxy:
         """None once the process has no more fds than right after startup
         (waiting up to FD_SETTLE_TIMEOUT for closes to happen), else a message."""
         deadline = time.monotonic() + FD_SETTLE_TIMEOUT
-        while count_fds(self.pid) > self.baseline_fds:
+        while not self.settled():
             if time.monotonic() > deadline:
                 fds = list_fds(self.pid)
+                pooled = ""
+                if self.pooled:
+                    pooled = (f" (at most {self.pooled} idle pooled backend connections per backend "
+                              f"would be fine; these look pooled: {pooled_fds(self.pid, self.port)})")
                 return (f"rsp leaks file descriptors: {len(fds)} open after the test, "
-                        f"{self.baseline_fds} right after startup:\n  " + "\n  ".join(fds))
+                        f"{self.baseline_fds} right after startup{pooled}:\n  " + "\n  ".join(fds))
             time.sleep(0.05)
         return None
+
+    def settled(self):
+        """True if the proxy holds no more fds than right after startup,
+        not counting (with pooled=N) up to N idle pooled connections to
+        each backend: those are kept for the next request, not leaked."""
+        count = count_fds(self.pid)
+        if count <= self.baseline_fds:
+            return True
+        if not self.pooled:
+            return False
+        groups = pooled_fds(self.pid, self.port).values()
+        return (all(len(fds) <= self.pooled for fds in groups)
+                and count - sum(len(fds) for fds in groups) <= self.baseline_fds)
 
     def check_and_stop(self):
         """The teardown check. Returns a list of problems (empty if none):

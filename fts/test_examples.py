@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from client import exchange, get
+from client import get
 from netutil import free_port
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -53,13 +53,6 @@ def test_example_config_serves(name, tmp_path, backend, start_proxy, rsp):
     assert r.header("X-Backend") == backend.name
 
 
-def ask_from(source, port, path, host):
-    """A GET for `path` with Host `host`, sent from the local address
-    `source` (any 127.x.y.z is ours on loopback), read to the end."""
-    return exchange(port, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode(),
-                    source=source)
-
-
 @pytest.mark.stage(7)
 def test_routing_example_decides_as_its_comments_say(tmp_path, backend, start_proxy):
     """examples/routing.lua: example.com is redirected to www with path and
@@ -69,16 +62,16 @@ def test_routing_example_decides_as_its_comments_say(tmp_path, backend, start_pr
     proxy = start_proxy(args=[str(path)], port=port)
     hits = backend.total_hits
 
-    r = ask_from("127.0.0.1", proxy.port, "/a/../blog?x=1", "Example.COM:8080")
+    r = get(proxy.port, "/a/../blog?x=1", host="Example.COM:8080", source="127.0.0.1")
     assert r.status == 301, r.raw[:300]
     assert r.header("Location") == "https://www.example.com/blog?x=1"
-    r = ask_from("127.0.0.2", proxy.port, "/admin/users", "www.example.com")
+    r = get(proxy.port, "/admin/users", host="www.example.com", source="127.0.0.2")
     assert r.status == 403, r.raw[:300]
     assert backend.total_hits == hits, "rsp's own answers must not reach a backend"
 
     for source, target in (("127.0.0.1", "/admin/echo"), ("127.0.0.2", "/static/echo"),
                            ("127.0.0.2", "/echo")):
-        r = ask_from(source, proxy.port, target, "www.example.com")
+        r = get(proxy.port, target, host="www.example.com", source=source)  # any 127.x.y.z is ours
         # The backend answers 404 for paths other than /echo: its answer
         # all the same, as X-Backend shows.
         assert r.status == (200 if target == "/echo" else 404), (source, target, r.raw[:300])

@@ -11,7 +11,6 @@ test backends' names. Waiting is a bounded poll; no timing is asserted."""
 import functools
 import random
 import socket
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from backends import (HTTPBackend, RawBackend, close_at_once, read_head, read_head_then_close, record_request,
                       wait_for_eof)
 from checks import assert_rsp_page
-from client import connect, exchange, read_response
+from client import Conn, connect, exchange, read_response
 import netutil
 from netutil import free_port, ipv6_loopback_available
 from pattern import assert_same_bytes, pattern
@@ -48,27 +47,23 @@ TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCD
 # -- helpers -------------------------------------------------------------------
 
 def http_request(host="www.example.com", method="GET", target="/echo", version="HTTP/1.1",
-                 headers=(), body=b""):
+                 headers=(), body=b"", close=True):
     """Request bytes exactly as given: a Host header unless host is None,
-    then `headers` (pairs, or whole lines as bytes), then body (no
-    Content-Length is added)."""
+    then `headers` (pairs, or whole lines as bytes), then `Connection:
+    close` unless close=False, then body (no Content-Length is added).
+
+    From stage 09 a client connection stays open after a response unless
+    the request says `Connection: close`, so a client that reads to EOF
+    needs it; it is valid at every stage, and no backend sees it (it is
+    hop-by-hop)."""
     lines = [f"{method} {target} {version}".encode("latin-1")]
     if host is not None:
         lines.append(b"Host: " + host.encode("latin-1"))
     for h in headers:
         lines.append(h if isinstance(h, bytes) else f"{h[0]}: {h[1]}".encode("latin-1"))
+    if close:
+        lines.append(b"Connection: close")
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
-
-
-def send_byte_by_byte(port, data):
-    """Sends data one byte per segment (TCP_NODELAY, a short pause after
-    each so that they leave one by one), then reads to EOF."""
-    with connect(port) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for byte in data:
-            sock.sendall(bytes([byte]))
-            time.sleep(0.001)
-        return read_response(sock)
 
 
 def served_by(r):
@@ -132,10 +127,15 @@ def forwarded_line(host, client="127.0.0.1"):
     return line
 
 
-def forwarded_headers(host, xff="127.0.0.1"):
-    """The sorted header lines rsp adds to a request from 127.0.0.1."""
+def forwarded_headers(host, stage, xff="127.0.0.1"):
+    """The sorted header lines rsp adds to a request from 127.0.0.1 on
+    stage `stage`: up to stage 08 also Connection: close (one request per
+    backend connection); from stage 09 none, as rsp keeps backend
+    connections for the next request (backend_keepalive, default 32)."""
     lines = [f"X-Forwarded-For: {xff}", "X-Real-IP: 127.0.0.1", "X-Forwarded-Proto: http",
-             forwarded_line(host), "Connection: close"]
+             forwarded_line(host)]
+    if stage <= 8:
+        lines.append("Connection: close")
     if host is not None:
         lines.append(f"X-Forwarded-Host: {host}")
     return sorted(lines)
@@ -313,15 +313,18 @@ def test_head_request_gets_error_without_content(make_raw_backend, start_proxy):
 
 
 @pytest.mark.stage(6)
-def test_http10_without_host(vhosts):
+def test_http10_without_host(vhosts, stage):
     """An HTTP/1.0 request may come without Host: it goes to the default
-    site, as HTTP/1.0 (and gets rsp's 421 when there is no default site).
+    site (and gets rsp's 421 when there is no default site), up to stage
+    08 as HTTP/1.0 without a Host; from stage 09 rsp speaks HTTP/1.1 to
+    every backend, and HTTP/1.1 requires a Host, so it gets an empty one.
     One with a Host is routed by it like any other."""
     backends, with_default, without_default = vhosts
     r = exchange(with_default.port, http_request(None, target="/echo?v=1.0", version="HTTP/1.0"))
     assert served_by(r) == "default"
     assert r.json()["path"] == "/echo?v=1.0"
-    assert not [h for h in r.json()["headers"] if h[0].lower() == "host"]
+    host_headers = [h for h in r.json()["headers"] if h[0].lower() == "host"]
+    assert host_headers == ([] if stage <= 8 else [["Host", ""]])
     before = hits(backends)
     assert_rsp_answer(exchange(without_default.port, http_request(None, version="HTTP/1.0")), 421)
     assert hits(backends) == before
@@ -358,7 +361,7 @@ def test_absolute_form_target(vhosts):
 # -- incremental parsing ------------------------------------------------------------
 
 @pytest.mark.stage(6)
-def test_head_one_byte_at_a_time_is_routed(make_backend, make_raw_backend, start_proxy):
+def test_head_one_byte_at_a_time_is_routed(make_backend, make_raw_backend, start_proxy, stage):
     """A request head that arrives one byte per segment is parsed as it
     comes and routed by its Host (a wildcard site here): the backend gets
     the request line and headers exactly, and only that site's backend
@@ -367,15 +370,15 @@ def test_head_one_byte_at_a_time_is_routed(make_backend, make_raw_backend, start
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(other, sites={"www.example.com": [other], "*.example.com": [recorder]})
     headers = [("User-Agent", "one byte at a time"), ("Accept", "*/*"), ("X-Token", "drip-1234")]
-    r = send_byte_by_byte(proxy.port, http_request("Drip.Example.com:8000", target="/slowly?x=1",
-                                                   headers=headers))
+    r = exchange(proxy.port, http_request("Drip.Example.com:8000", target="/slowly?x=1", headers=headers),
+                 byte_by_byte=True)
     assert r.status == 200 and r.header("X-Backend") == "recorder", f"{r!r} {r.raw[:300]!r}"
     (stream,) = recorded(recorder)
     request_line, header_lines, rest = split_forwarded(stream)
     assert request_line == "GET /slowly?x=1 HTTP/1.1"
     kept, added = kept_and_added(header_lines)
     assert kept == ["Host: Drip.Example.com:8000"] + [f"{n}: {v}" for n, v in headers]
-    assert added == forwarded_headers("Drip.Example.com:8000")
+    assert added == forwarded_headers("Drip.Example.com:8000", stage)
     assert rest == b""
     assert other.total_hits == 0
 
@@ -388,8 +391,8 @@ def test_chunked_body_one_byte_at_a_time(make_raw_backend, start_proxy):
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     body = b"5\r\nhello\r\n7;note=yes\r\n, world\r\n0\r\nX-Checksum: 42\r\n\r\n"
-    r = send_byte_by_byte(proxy.port, http_request(method="POST", target="/upload",
-                                                   headers=[("Transfer-Encoding", "chunked")], body=body))
+    r = exchange(proxy.port, http_request(method="POST", target="/upload",
+                                          headers=[("Transfer-Encoding", "chunked")], body=body), byte_by_byte=True)
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     _, _, rest = split_forwarded(recorded(recorder)[0])
     assert rest == body
@@ -406,8 +409,9 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
     Forwarded. rsp adds one X-Forwarded-For (the client's chain with the
     client's address appended), and sets X-Real-IP, X-Forwarded-Proto,
     X-Forwarded-Host (the Host as sent) and Forwarded whatever the client
-    said, and Connection: close. From stage 07 on the path in the request
-    line is the normalized one route judges (%7E is ~), the query as sent."""
+    said, and (up to stage 08) Connection: close. From stage 07 on the path
+    in the request line is the normalized one route judges (%7E is ~), the
+    query as sent."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     sent = [
@@ -449,7 +453,7 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
         "X-Dup: two",
         "X-Utf8: caf\xc3\xa9",
     ]
-    assert added == forwarded_headers("WWW.example.com:8080", xff="1.2.3.4, 5.6.7.8, 127.0.0.1")
+    assert added == forwarded_headers("WWW.example.com:8080", stage, xff="1.2.3.4, 5.6.7.8, 127.0.0.1")
     assert rest == b""
 
 
@@ -510,17 +514,17 @@ def test_connection_cannot_remove_framing_or_host(make_raw_backend, start_proxy)
 
 
 @pytest.mark.stage(6)
-def test_bare_lf_line_ends_are_forwarded_as_crlf(make_raw_backend, start_proxy):
+def test_bare_lf_line_ends_are_forwarded_as_crlf(make_raw_backend, start_proxy, stage):
     """Empty lines before the request line are skipped and a bare LF may
     end a line; the backend gets the head rewritten with CRLF everywhere."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
-    r = exchange(proxy.port, b"\r\n\nGET /lf HTTP/1.1\nHost: www.example.com\nX-A: 1\r\nX-B: 2\n\n")
+    r = exchange(proxy.port, b"\r\n\nGET /lf HTTP/1.1\nHost: www.example.com\nX-A: 1\r\nX-B: 2\nConnection: close\n\n")
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     request_line, header_lines, rest = split_forwarded(recorded(recorder)[0])
     assert request_line == "GET /lf HTTP/1.1"
     assert kept_and_added(header_lines) == (["Host: www.example.com", "X-A: 1", "X-B: 2"],
-                                            forwarded_headers("www.example.com"))
+                                            forwarded_headers("www.example.com", stage))
     assert rest == b""
 
 
@@ -624,18 +628,22 @@ BODIES = [
 
 @pytest.mark.stage(6)
 @pytest.mark.parametrize("headers, body", [b[1:] for b in BODIES], ids=[b[0] for b in BODIES])
-def test_post_body_byte_exact(make_raw_backend, start_proxy, headers, body):
+def test_post_body_byte_exact(make_raw_backend, start_proxy, stage, headers, body):
     """A body framed by Content-Length or chunked (with extensions and a
     trailer) reaches the backend byte for byte, framing included, with
     its framing header, and nothing follows it. (Identical Content-Length
-    headers are accepted and sent on once.)"""
+    headers are accepted and sent on once.) From stage 09 the Trailer
+    header is hop-by-hop and not forwarded; the trailer fields still are,
+    as part of the chunked body."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     r = exchange(proxy.port, http_request(method="POST", target="/upload", headers=headers, body=body))
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     _, header_lines, rest = split_forwarded(recorded(recorder)[0])
     kept, _ = kept_and_added(header_lines)
-    assert kept == ["Host: www.example.com"] + [f"{n}: {v}" for n, v in dict(headers).items()]
+    dropped = ("trailer",) if stage >= 9 else ()
+    assert kept == ["Host: www.example.com"] + [f"{n}: {v}" for n, v in dict(headers).items()
+                                                if n.lower() not in dropped]
     assert rest == body
 
 
@@ -671,7 +679,9 @@ PIPELINED = [
 def test_pipelined_bytes_not_forwarded(make_raw_backend, start_proxy, headers, body):
     """A second request sent right behind the first, in the same write, is
     not forwarded: the backend sees exactly one request, and nothing after
-    its body; the client gets one answer and the connection closes."""
+    its body; the client gets one answer and the connection closes. (Up to
+    stage 08 a connection carries one request whatever it says; from
+    stage 09 because the first says Connection: close: see the next test.)"""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     first = http_request(method="POST" if body else "GET", target="/first", headers=headers, body=body)
@@ -686,9 +696,37 @@ def test_pipelined_bytes_not_forwarded(make_raw_backend, start_proxy, headers, b
     assert recorder.connections == 1
 
 
+@pytest.mark.stage(9)
+@pytest.mark.parametrize("headers, body", [p[1:] for p in PIPELINED], ids=[p[0] for p in PIPELINED])
+def test_pipelined_requests_forwarded_one_at_a_time(make_raw_backend, start_proxy, headers, body):
+    """Stage 09: the same bytes, but neither request says Connection:
+    close. Both are answered, in order; the recording backend answers
+    HTTP/1.0 and closes, so each goes on a backend connection of its own,
+    which gets exactly that request and nothing after its body. The
+    garbage behind them gets rsp's 400, the connection closes, and no
+    backend sees a byte of it."""
+    recorder = make_raw_backend(record_request)
+    proxy = start_proxy(recorder)
+    first = http_request(method="POST" if body else "GET", target="/first", headers=headers, body=body,
+                         close=False)
+    second = http_request(target="/second", close=False)
+    with Conn(proxy.port) as conn:
+        conn.send(first + second + b"GARBAGE\r\n\r\n")
+        answers = [conn.read_response() for _ in range(3)]
+        assert conn.closed(), "the connection stayed open after the 400"
+    for r, path in zip(answers, ("/first", "/second")):
+        assert r.status == 200 and r.header("X-Backend") == "recorder", f"{r!r} {r.raw[:300]!r}"
+        assert r.json()["head"].split(" ")[1] == path, f"the answer to {path} came out of order: {r.raw[:300]!r}"
+    assert_rsp_answer(answers[2], 400)
+    forwarded = sorted((line.split()[1], rest) for line, _, rest in map(split_forwarded, recorded(recorder, 2)))
+    assert forwarded == [("/first", body), ("/second", b"")]
+    assert recorder.connections == 2
+
+
 # -- what rsp refuses ------------------------------------------------------------------
 
 H = b"Host: www.example.com\r\n"
+CLOSE = b"Connection: close\r\n"  # from stage 09 a connection stays open without it
 FILLER = b"b" * 8000
 
 
@@ -765,23 +803,27 @@ REFUSED = [
 @pytest.mark.stage(6)
 @pytest.mark.parametrize("data, status, body_may_pass",
                          [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
-def test_refused_request_then_normal_request(refusing, data, status, body_may_pass):
+def test_refused_request_then_normal_request(refusing, stage, data, status, body_may_pass):
     """Bytes rsp must not pass on, from a raw socket: rsp answers with its
     own error (414 for a request line too long, 431 for a header line or
     head too large or more than 100 headers, 505 for another HTTP
     version, 400 for anything malformed or ambiguous) and closes that
     connection. Nothing reaches a backend, except, for a bad chunk, the
-    head and the body before the bad byte (never the bad part). Then a
-    normal request on the same proxy is served."""
+    head and the body before the bad byte (never the bad part): up to
+    stage 08 rsp forwards those as soon as the backend connection is up;
+    from stage 09 it frames the body bytes that came with the head before
+    writing anything, so the backend connection it opened may also close
+    without a byte. Then a normal request on the same proxy is served."""
     recorder, proxy = refusing
     before = len(recorder.received)
     assert_rsp_answer(exchange(proxy.port, data), status)
     if body_may_pass is not None:
         (stream,) = recorded(recorder, before=before)
-        _, _, rest = split_forwarded(stream)
-        body = data.partition(b"\r\n\r\n")[2]
-        assert body.startswith(rest) and len(rest) <= body_may_pass, \
-            f"the backend got more of the bad body than its good start: {rest!r}"
+        if stream or stage <= 8:
+            _, _, rest = split_forwarded(stream)
+            body = data.partition(b"\r\n\r\n")[2]
+            assert body.startswith(rest) and len(rest) <= body_may_pass, \
+                f"the backend got more of the bad body than its good start: {rest!r}"
         before += 1
     else:
         assert len(recorder.received) == before and recorder.connections == before, \
@@ -794,12 +836,13 @@ def test_refused_request_then_normal_request(refusing, data, status, body_may_pa
 
 @pytest.mark.stage(6)
 def test_100_headers_accepted(make_raw_backend, start_proxy):
-    """Exactly 100 header fields (Host and 99 more) are accepted and all
-    reach the backend; the 101st is one too many (test_refused_...)."""
+    """Exactly 100 header fields (Host, 98 more and Connection: close) are
+    accepted and all but the hop-by-hop Connection reach the backend; the
+    101st is one too many (test_refused_...)."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
-    lines = [b"X-H%d: %d" % (i, i) for i in range(99)]
-    r = exchange(proxy.port, head_with(*lines))
+    lines = [b"X-H%d: %d" % (i, i) for i in range(98)]
+    r = exchange(proxy.port, head_with(*lines, CLOSE[:-2]))
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     _, header_lines, _ = split_forwarded(recorded(recorder)[0])
     kept, _ = kept_and_added(header_lines)
@@ -817,8 +860,9 @@ def header_line_of(size):
 
 
 def head_of(size, max_line):
-    """A request head of exactly `size` bytes, no line longer than max_line."""
-    start = b"GET / HTTP/1.1\r\n" + H
+    """A request head of exactly `size` bytes (Connection: close among its
+    headers), no line longer than max_line."""
+    start = b"GET / HTTP/1.1\r\n" + H + CLOSE
     room = size - len(start) - 2
     lines = []
     while room > 0:
@@ -843,12 +887,12 @@ def test_head_limits_exact(make_raw_backend, start_proxy, line, head):
     options = {} if line is None else {"max_request_line": line, "max_request_head": head}
     proxy = start_proxy(recorder, **options)
     line, head = line or 8192, head or 32768
-    host = H + b"\r\n"
+    host = H + CLOSE + b"\r\n"
     cases = [
         (request_line_of(line) + host, 200),
         (request_line_of(line + 1) + host, 414),
-        (b"GET / HTTP/1.1\r\n" + H + header_line_of(line) + b"\r\n", 200),
-        (b"GET / HTTP/1.1\r\n" + H + header_line_of(line + 1) + b"\r\n", 431),
+        (b"GET / HTTP/1.1\r\n" + H + CLOSE + header_line_of(line) + b"\r\n", 200),
+        (b"GET / HTTP/1.1\r\n" + H + CLOSE + header_line_of(line + 1) + b"\r\n", 431),
         (head_of(head, line), 200),
         (head_of(head + 1, line), 431),
     ]

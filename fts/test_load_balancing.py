@@ -17,7 +17,7 @@ import pytest
 
 from backends import RawBackend, read_head, read_head_then_close
 from checks import assert_logged_once, assert_logged_times, assert_rsp_page, backend_name, served_by, went_down
-from client import READ_TIMEOUT, HeldRequest, build_request, exchange, get, request
+from client import READ_TIMEOUT, HeldRequest, get, request
 import netutil
 from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available
 from pattern import assert_same_bytes
@@ -66,11 +66,6 @@ wait_for = functools.partial(netutil.wait_for, timeout=POLL_TIMEOUT, pause=0.05)
 
 
 needs_ipv6 = pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback (::1) here")
-
-
-def get_at(address, port, path="/echo"):
-    """A GET to the proxy at address (IPv4 or IPv6), read to EOF."""
-    return exchange(port, build_request(port, "GET", path), address=address)
 
 
 def refuses(address, port):
@@ -363,9 +358,9 @@ def test_listen_on_port_alone(backend, start_proxy, form):
     (one dual-stack socket)."""
     port = free_port()
     proxy = start_proxy(backend, port=port, listen=port if form == "number" else str(port))
-    assert served_by(get_at("127.0.0.1", proxy.port)) == "a"
+    assert served_by(get(proxy.port, "/echo", address="127.0.0.1")) == "a"
     if ipv6_loopback_available():
-        assert served_by(get_at("::1", proxy.port)) == "a"
+        assert served_by(get(proxy.port, "/echo", address="::1")) == "a"
 
 
 @pytest.mark.stage(5)
@@ -373,7 +368,7 @@ def test_listen_on_ipv4_address(backend, start_proxy):
     """listen = "127.0.0.1:PORT" answers on 127.0.0.1 only."""
     port = free_port()
     proxy = start_proxy(backend, port=port, listen=f"127.0.0.1:{port}")
-    assert served_by(get_at("127.0.0.1", proxy.port)) == "a"
+    assert served_by(get(proxy.port, "/echo", address="127.0.0.1")) == "a"
     if ipv6_loopback_available():
         assert refuses("::1", proxy.port), "listening on 127.0.0.1 also took a client on ::1"
 
@@ -384,5 +379,5 @@ def test_listen_on_ipv6_address(backend, start_proxy):
     """listen = "[::1]:PORT" answers on ::1 only."""
     port = free_port()
     proxy = start_proxy(backend, port=port, listen=f"[::1]:{port}")
-    assert served_by(get_at("::1", proxy.port)) == "a"
+    assert served_by(get(proxy.port, "/echo", address="::1")) == "a"
     assert refuses("127.0.0.1", proxy.port), "listening on [::1] also took a client on 127.0.0.1"

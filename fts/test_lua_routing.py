@@ -31,17 +31,14 @@ LOG_TIMEOUT = 5.0      # a bound on waiting for a log line that must come
 
 # -- helpers -------------------------------------------------------------------
 
-def send(port, data, source=LOOPBACK):
-    """Sends data to 127.0.0.1:port from the local address `source` (any
-    127.x.y.z works on Linux loopback) and reads the answer to EOF."""
-    return exchange(port, data, source=source, timeout=CLIENT_TIMEOUT)
-
-
 def ask(port, target="/echo", host="www.example.com", method="GET", version="HTTP/1.1", headers=(),
         body=b"", source=LOOPBACK):
     """One request (see test_http.http_request: no header is added but
-    Host, unless host is None); returns the Response."""
-    return send(port, http_request(host, method, target, version, headers, body), source)
+    Host, unless host is None, and Connection: close) from the local
+    address `source` (any 127.x.y.z works on Linux loopback); returns the
+    Response."""
+    return exchange(port, http_request(host, method, target, version, headers, body), source=source,
+                    timeout=CLIENT_TIMEOUT)
 
 
 def backend_of(r):
@@ -282,7 +279,7 @@ def test_malformed_requests_never_reach_route(start_proxy):
                      headers=[("Content-Length", "5"), ("Transfer-Encoding", "chunked")], body=b"0\r\n\r\n"),
     ]
     for data in refused:
-        assert_rsp_page(send(proxy.port, data), 400, "Bad Request")
+        assert_rsp_page(exchange(proxy.port, data, timeout=CLIENT_TIMEOUT), 400, "Bad Request")
     assert body_of(ask(proxy.port, "/x")) == "route ran"
 
 
@@ -438,7 +435,7 @@ end
 
 
 @pytest.mark.stage(7)
-def test_post_bodies_reach_the_pool_byte_exact(make_raw_backend, start_proxy):
+def test_post_bodies_reach_the_pool_byte_exact(make_raw_backend, start_proxy, stage):
     """A POST body framed by Content-Length or chunked goes, byte for byte
     and framing included, to the pool route chose, with the request line
     and headers as stage 06 forwards them; a POST that route answers itself gets that answer (rsp
@@ -457,7 +454,7 @@ def test_post_bodies_reach_the_pool_byte_exact(make_raw_backend, start_proxy):
         assert request_line == f"POST /upload?n={i} HTTP/1.1"
         kept, added = kept_and_added(header_lines)  # forwarded as stage 06 does
         assert kept == ["Host: www.example.com", f"{headers[0][0]}: {headers[0][1]}"], header_lines
-        assert added == forwarded_headers("www.example.com"), header_lines
+        assert added == forwarded_headers("www.example.com", stage), header_lines
         assert rest == body, f"the backend got {len(rest)} bytes after the head, sent {len(body)}"
     for headers, body in framed * 2:
         r = ask(proxy.port, "/answer", method="POST", headers=headers, body=body)

@@ -2,13 +2,11 @@
 
 import base64
 import random
-import socket
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from client import build_request, connect, get, read_to_eof, request, Response
+from client import build_request, exchange, get, request
 from pattern import assert_is_pattern, assert_same_bytes
 
 
@@ -60,13 +58,7 @@ def test_post_body_forwarded_exactly(proxy):
 @pytest.mark.stage(1)
 def test_request_sent_one_byte_at_a_time(proxy):
     """A request that arrives in many tiny segments is relayed whole."""
-    with connect(proxy.port) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for byte in build_request(proxy.port, "GET", "/echo?tiny=1"):
-            sock.sendall(bytes([byte]))
-            time.sleep(0.002)  # a pause so that each byte leaves on its own
-        raw, _ = read_to_eof(sock)
-    r = Response(raw)
+    r = exchange(proxy.port, build_request(proxy.port, "GET", "/echo?tiny=1"), byte_by_byte=True)
     assert r.status == 200
     assert r.json()["path"] == "/echo?tiny=1"
 

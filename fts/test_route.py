@@ -11,7 +11,7 @@ import re
 import pytest
 
 from checks import assert_config_error
-from client import exchange
+from client import exchange, request
 from netutil import free_port
 from proxy import run_rsp
 
@@ -32,15 +32,9 @@ def start(start_proxy, tmp_path, body):
     return start_proxy(args=[str(write_config(tmp_path, port, body))], port=port)
 
 
-def send(port, head, source="127.0.0.1", body=b""):
-    """Sends a raw request head (str, CRLF added per line) and body from the
-    local address `source`; returns the Response read to EOF."""
-    return exchange(port, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body, source=source)
-
-
 def get(port, target, host="www.example.com", headers=(), method="GET", source="127.0.0.1"):
-    head = [f"{method} {target} HTTP/1.1", f"Host: {host}", *headers, "Connection: close"]
-    return send(port, head, source)
+    """client.request with Host www.example.com (and Connection: close)."""
+    return request(port, target, method=method, headers=headers, host=host, source=source)
 
 
 TWO_POOLS = """
@@ -110,16 +104,16 @@ function route(req)
   for _, name in ipairs(names) do lines[#lines + 1] = name .. "=" .. req.headers[name] end
   return { status = 200, body = table.concat(lines, "\\n") }
 end""")
-    r = send(proxy.port, ["GET /a/./b/%7e%3f/../c?x=1&y=%41 HTTP/1.1", "Host: WWW.Example.COM.:8080",
-                          "X-Multi: one", "User-Agent: test", "x-multi: two"])
+    r = exchange(proxy.port, b"GET /a/./b/%7e%3f/../c?x=1&y=%41 HTTP/1.1\r\nHost: WWW.Example.COM.:8080\r\n"
+                             b"X-Multi: one\r\nUser-Agent: test\r\nx-multi: two\r\nConnection: close\r\n\r\n")
     assert r.status == 200, r.raw[:300]
     assert r.body.decode().split("\n") == [
         "GET", "/a/./b/%7e%3f/../c?x=1&y=%41", "/a/b/c", "x=1&y=%41", "www.example.com", "127.0.0.1", "1.1",
-        "host=WWW.Example.COM.:8080", "user-agent=test", "x-multi=one, two"]
-    r = send(proxy.port, ["HEAD http://Other.Example/p?q HTTP/1.0"])
+        "connection=close", "host=WWW.Example.COM.:8080", "user-agent=test", "x-multi=one, two"]
+    r = exchange(proxy.port, b"HEAD http://Other.Example/p?q HTTP/1.0\r\n\r\n")
     assert r.status == 200 and r.body == b"", r.raw[:300]
     assert r.header("Content-Length") == str(len("HEAD\nhttp://Other.Example/p?q\n/p\nq\nother.example\n127.0.0.1\n1.0"))
-    r = send(proxy.port, ["GET /%zz/%4 HTTP/1.0"])
+    r = exchange(proxy.port, b"GET /%zz/%4 HTTP/1.0\r\n\r\n")
     assert r.body.decode().split("\n")[2:5] == ["/%25zz/%254", "", ""], r.body
 
 
@@ -143,7 +137,7 @@ end""")
     assert r.header("Connection") == "close"
     assert int(r.header("Content-Length")) == len(r.body) > 0
     assert b"301 Moved Permanently" in r.body
-    r = get(proxy.port, "/echo", headers=["X-Blocked: yes"])
+    r = get(proxy.port, "/echo", headers=[("X-Blocked", "yes")])
     assert r.status == 403 and r.header("Content-Type") == "text/html; charset=utf-8", r.raw[:300]
     assert app.total_hits == 0 and static.total_hits == 0
     assert get(proxy.port, "/echo", source="127.0.0.2").header("X-Backend") == "static"
@@ -183,12 +177,12 @@ function route(req)
   return "static"
 end""")
     body = bytes(range(256)) * 400
-    r = send(proxy.port, ["POST /echo HTTP/1.1", "Host: a", f"Content-Length: {len(body)}"], body=body)
+    r = request(proxy.port, "/echo", method="POST", host="a", body=body)
     assert r.status == 200 and r.json()["body_length"] == len(body), r.raw[:300]
     assert r.header("X-Backend") == "static"
     # (The test backend reads Content-Length bodies only; chunked ones are
     # checked byte for byte against a raw backend in test_http.py.)
-    r = send(proxy.port, ["PUT /echo HTTP/1.1", "Host: a", f"Content-Length: {len(body)}"], body=body)
+    r = request(proxy.port, "/echo", method="PUT", host="a", body=body)
     assert r.status == 405 and r.header("Allow") == "GET, POST", r.raw[:300]
 
 

@@ -31,7 +31,8 @@
  * POOL_MAX_BACKENDS resolved backends, sites named in lower case, each
  * routed to itself by router_route), and config_free releases everything
  * (LeakSanitizer checks after each input). With a route function, route is
- * called for three fixed requests: whatever it does, route_call returns one
+ * called for three fixed requests (each with a Connection line, varied by
+ * the input's length): whatever it does, route_call returns one
  * of its outcomes, a pool only from `pools`, and an answer only as one
  * complete, well-formed response (see check_answer); loops are cut by
  * route's own time limit, set to 5 ms here. */
@@ -39,6 +40,7 @@
 #include "config.h"
 #include "http.h"
 #include "request.h"
+#include "response.h"
 #include "route.h"
 #include "router.h"
 
@@ -281,14 +283,16 @@ static const char *const requests[] = {
 
 /* Checks that answer[0..length) is one complete, well-formed response: a
  * status line with a status from 200 to 599, header lines of a token, a
- * colon and a value without control characters, Connection: close, a
+ * colon and a value without control characters, exactly the Connection
+ * line asked for (none for ""), a
  * Content-Length that matches the body (none for 204 and 304), and for a
  * HEAD request no body at all. */
-static void check_answer(const char *answer, size_t length, bool head_only)
+static void check_answer(const char *answer, size_t length, bool head_only, const char *connection)
 {
     const char *end = answer + length, *line = answer, *eol;
     long content_length = -1;
-    bool connection_close = false;
+    size_t connections = 0, connection_length = strlen(connection);
+    bool connection_seen = false;
     int status;
 
     CHECK(length > 17 && memcmp(answer, "HTTP/1.1 ", 9) == 0, "status line: %.*s", (int)length, answer);
@@ -316,12 +320,16 @@ static void check_answer(const char *answer, size_t length, bool head_only)
             CHECK(content_length == -1, "two Content-Length headers");
             content_length = strtol(colon + 2, NULL, 10);
         }
-        if (eol - line == 17 && memcmp(line, "Connection: close", 17) == 0)
-            connection_close = true;
+        if (colon - line == 10 && strncasecmp(line, "Connection", 10) == 0) {
+            connections++;
+            connection_seen = (size_t)(eol + 2 - line) == connection_length &&
+                              memcmp(line, connection, connection_length) == 0;
+        }
     }
     CHECK(line < end && eol == line, "no empty line after the headers");
     size_t body = (size_t)(end - (eol + 2));
-    CHECK(connection_close, "no Connection: close");
+    CHECK(connection_length == 0 ? connections == 0 : connections == 1 && connection_seen,
+          "%zu Connection headers, not just \"%s\"", connections, connection);
     if (status == 204 || status == 304) {
         CHECK(content_length == -1 && body == 0, "a %d with a body or a length", status);
     } else {
@@ -331,8 +339,12 @@ static void check_answer(const char *answer, size_t length, bool head_only)
     }
 }
 
-static void check_route(struct config *config)
+static void check_route(struct config *config, size_t variant)
 {
+    /* How the client connection goes on, as exchange.c says it: varied by
+     * the input's length, so that each request meets each line. */
+    static const enum response_connection modes[] = { CONNECTION_PERSIST, CONNECTION_KEEP_ALIVE,
+                                                      CONNECTION_CLOSE };
     static const struct http_limits limits = { 8192, 32768 };
 
     /* A fuzzed route_time_limit may be 10 s; loops are cut sooner here. */
@@ -345,11 +357,12 @@ static void check_route(struct config *config)
         struct buffer answer = BUFFER_INIT;
         struct pool *pool = (struct pool *)1;
         bool head_only = strncmp(buf, "HEAD", 4) == 0;
+        const char *connection = response_connection_line(modes[(i + variant) % 3]);
 
         http_request_init(&req);
         CHECK(http_parse_request(&req, buf, strlen(buf), &limits) == HTTP_DONE, "request %zu", i);
         CHECK(request_check(&req, buf, &config->policy, &info) == 0, "request %zu", i);
-        switch (route_call(&config->route, &rq, head_only, &pool, &answer)) {
+        switch (route_call(&config->route, &rq, head_only, connection, &pool, &answer)) {
         case ROUTE_DEFAULT:
         case ROUTE_FAILED:
             CHECK(buffer_length(&answer) == 0, "an answer without ROUTE_ANSWER");
@@ -359,7 +372,7 @@ static void check_route(struct config *config)
             CHECK(buffer_length(&answer) == 0, "an answer with ROUTE_POOL");
             break;
         case ROUTE_ANSWER:
-            check_answer(answer.data + answer.start, buffer_length(&answer), head_only);
+            check_answer(answer.data + answer.start, buffer_length(&answer), head_only, connection);
             break;
         default:
             CHECK(false, "route_call returned something else");
@@ -401,7 +414,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
             out = open_memstream(&messages, &messages_length);
             CHECK(out != NULL, "open_memstream failed");
             stderr = out; /* route's log lines */
-            check_route(&config);
+            check_route(&config, len);
             stderr = report;
             fclose(out);
         }

@@ -18,13 +18,18 @@
  *    version is HTTP/1.0 or 1.1; at most HTTP_MAX_HEADERS headers; the head
  *    ends in LF and holds no bare CR.
  *  - Round trip: the head rebuilt from the spans parses to the same request.
- *  - request.c: if request_check accepts the head, the head rsp writes for
- *    the backend parses completely, passes request_check itself with the
- *    same body framing, host, and path and query (its target is in origin
- *    form, its path already normal: the path route judged), and carries
- *    exactly one X-Forwarded-For, Forwarded and Connection (close), no
- *    hop-by-hop or spoofable header, no header name with '_', and the
- *    client's framing headers and one Host.
+ *  - request.c: request_check's keep_alive, idempotent and upgrade agree
+ *    with request.h's rules, read with a reference list reader. If it
+ *    accepts the head, the head rsp writes for the backend (keeping the
+ *    backend connection or not) parses completely as HTTP/1.1, passes
+ *    request_check itself with the same body framing, host, Host value,
+ *    and path and query (its target is in origin form, its path already
+ *    normal: the path route judged), with keep_alive and upgrade as rsp
+ *    means them; it carries exactly one X-Forwarded-For, Forwarded and
+ *    Host, Connection exactly as the mode says (close; none when kept;
+ *    upgrade with the one Upgrade header for an upgrade), no hop-by-hop,
+ *    spoofable or Connection-listed header (but framing, Host and rsp's
+ *    own), no header name with '_', and the client's framing headers.
  *
  * Build and run: see fuzz/README.md. */
 #include "body.h"
@@ -318,32 +323,128 @@ static bool no_underscore_names(const struct http_request *req, const char *buf)
     return true;
 }
 
-/* What rsp sends on must itself be a clean request, framed the same way,
- * with the target in origin form holding exactly the path that was judged. */
-static void check_forwarded_head(const struct http_request *req, const uint8_t *buf)
+/* ASCII letters compared ignoring case (header names and list words). */
+static bool same_ci(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char x = a[i] >= 'A' && a[i] <= 'Z' ? (char)(a[i] + 32) : a[i];
+        char y = b[i] >= 'A' && b[i] <= 'Z' ? (char)(b[i] + 32) : b[i];
+        if (x != y)
+            return false;
+    }
+    return true;
+}
+
+/* A reference reader of list headers (RFC 9110, 5.6.1), written apart from
+ * http_list_next: true if an element of any header called `header` equals
+ * word[0..length), ignoring case. Elements are split at commas and trimmed
+ * of SP and HTAB. */
+static bool ref_list_has(const struct http_request *req, const char *buf, const char *header,
+                         const char *word, size_t length)
+{
+    for (size_t h = 0; h < req->header_count; h++) {
+        const char *v = buf + req->headers[h].value.offset;
+        size_t n = req->headers[h].value.length;
+
+        if (!http_span_is(buf, req->headers[h].name, header))
+            continue;
+        for (size_t start = 0; start <= n;) {
+            size_t end = start, a = start, z;
+            while (end < n && v[end] != ',')
+                end++;
+            z = end;
+            while (a < z && (v[a] == ' ' || v[a] == '\t'))
+                a++;
+            while (z > a && (v[z - 1] == ' ' || v[z - 1] == '\t'))
+                z--;
+            if (length > 0 && z - a == length && same_ci(v + a, word, length))
+                return true;
+            start = end + 1;
+        }
+    }
+    return false;
+}
+
+static bool ref_list_has_word(const struct http_request *req, const char *buf, const char *header,
+                              const char *word)
+{
+    return ref_list_has(req, buf, header, word, strlen(word));
+}
+
+static bool method_is(const struct http_request *req, const char *buf, const char *name)
+{
+    return req->method.length == strlen(name) && memcmp(buf + req->method.offset, name, req->method.length) == 0;
+}
+
+/* What request_check says about the connection and the method, by the
+ * rules of request.h, read again with the reference list reader. */
+static void check_request_info(const struct http_request *req, const char *b,
+                               const struct request_info *info)
+{
+    bool keep_alive = req->minor_version == 1 ? !ref_list_has_word(req, b, "connection", "close")
+                                              : ref_list_has_word(req, b, "connection", "keep-alive");
+    CHECK(info->keep_alive == keep_alive, "keep_alive %d, HTTP/1.%d", info->keep_alive,
+          req->minor_version);
+    bool idempotent = method_is(req, b, "GET") || method_is(req, b, "HEAD") ||
+                      method_is(req, b, "OPTIONS") || method_is(req, b, "TRACE") ||
+                      method_is(req, b, "PUT") || method_is(req, b, "DELETE");
+    CHECK(info->idempotent == idempotent, "idempotent %d for method %.*s", info->idempotent,
+          (int)req->method.length, b + req->method.offset);
+    /* An upgrade: HTTP/1.1, "upgrade" in Connection, and the value of an
+     * Upgrade header. */
+    if (info->upgrade.length > 0) {
+        bool found = false;
+        for (size_t h = 0; h < req->header_count; h++)
+            found |= http_span_is(b, req->headers[h].name, "upgrade") &&
+                     same_span(req->headers[h].value, info->upgrade);
+        CHECK(found && req->minor_version == 1 && ref_list_has_word(req, b, "connection", "upgrade"),
+              "upgrade \"%.*s\" without an HTTP/1.1 Connection: upgrade and Upgrade",
+              (int)info->upgrade.length, b + info->upgrade.offset);
+    } else if (req->minor_version == 1 && ref_list_has_word(req, b, "connection", "upgrade") &&
+               count_headers(req, b, "upgrade") == 1) {
+        for (size_t h = 0; h < req->header_count; h++)
+            CHECK(!http_span_is(b, req->headers[h].name, "upgrade") ||
+                      req->headers[h].value.length == 0,
+                  "HTTP/1.1, Connection: upgrade and one Upgrade header, yet no upgrade");
+    }
+}
+
+/* The names rsp may send although the client listed them in Connection:
+ * framing and Host, which Connection may not remove, and rsp's own. */
+static bool may_send_listed(const char *sent, struct http_span name, bool upgrading)
+{
+    static const char *const kept[] = { "host", "content-length", "transfer-encoding",
+                                        "x-forwarded-for", "x-real-ip", "x-forwarded-proto",
+                                        "x-forwarded-host", "forwarded", "connection" };
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (http_span_is(sent, name, kept[i]))
+            return true;
+    return upgrading && http_span_is(sent, name, "upgrade");
+}
+
+/* True if the first header called `name` has the value `value` (ignoring case). */
+static bool header_is(const struct http_request *req, const char *buf, const char *name,
+                      const char *value)
+{
+    for (size_t h = 0; h < req->header_count; h++)
+        if (http_span_is(buf, req->headers[h].name, name))
+            return req->headers[h].value.length == strlen(value) &&
+                   same_ci(buf + req->headers[h].value.offset, value, strlen(value));
+    return false;
+}
+
+/* What rsp sends on (keeping the backend connection or not) must itself be
+ * a clean HTTP/1.1 request, framed the same way, with the target in origin
+ * form holding exactly the path that was judged. */
+static void check_sent_head(const struct http_request *req, const char *b,
+                            const struct request_info *info, bool keep_backend)
 {
     static const struct request_policy policy = { false, false };
-    struct request_info info, info2;
-    const char *b = (const char *)buf;
-
-    if (request_check(req, b, &policy, &info) != 0) {
-        request_info_free(&info);
-        return;
-    }
-    /* rsp adds up to seven headers of its own. A head that then has more
-     * than HTTP_MAX_HEADERS is fine for most backends, but would be refused
-     * (431) by rsp's own parser, which this check uses: skip those. */
-    if (req->header_count + 7 > HTTP_MAX_HEADERS) {
-        request_info_free(&info);
-        return;
-    }
-    CHECK(span_inside(info.host, req->head_length) && span_inside(info.host_header, req->head_length),
-          "host spans");
-    CHECK(info.whole_server || (info.path != NULL && info.path_length > 0 && info.path[0] == '/'),
-          "a forwarded path that does not begin with '/'");
+    struct request_info info2;
+    bool upgrading = info->upgrade.length > 0;
 
     struct buffer out = BUFFER_INIT;
-    CHECK(request_write_head(req, b, &info, &policy, "192.0.2.1", &out) == 0,
+    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", keep_backend, &out) == 0,
           "request_write_head failed");
     size_t len = buffer_length(&out);
     char *sent = malloc(len);
@@ -358,50 +459,104 @@ static void check_forwarded_head(const struct http_request *req, const uint8_t *
     CHECK(rc == HTTP_DONE && fwd->head_length == len,
           "the head sent to the backend gives status %d (head_length %zu of %zu):\n%.*s", rc,
           fwd->head_length, len, (int)len, sent);
-    CHECK(span_text_equal(buf, req->method, sent, fwd->method) &&
-              fwd->minor_version == req->minor_version,
-          "the request line sent on differs");
+    CHECK(span_text_equal((const uint8_t *)b, req->method, sent, fwd->method) &&
+              fwd->minor_version == 1,
+          "the request line sent on differs (or is not HTTP/1.1):\n%.*s", (int)len, sent);
     rc = request_check(fwd, sent, &policy, &info2);
     CHECK(rc == 0, "the head sent to the backend fails request_check (%d):\n%.*s", rc, (int)len, sent);
-    CHECK(info2.form != TARGET_ABSOLUTE && info2.whole_server == info.whole_server,
+    CHECK(info2.form != TARGET_ABSOLUTE && info2.whole_server == info->whole_server,
           "the target sent on is not in origin form (or '*'):\n%.*s", (int)len, sent);
     /* The backend gets the path route judged: sent on, it is already in
      * normal form, so checking it again finds the very same path. */
-    CHECK(info.whole_server ||
-              (info2.path_length == info.path_length &&
-               memcmp(info2.path, info.path, info.path_length) == 0 &&
-               info2.has_query == info.has_query && info2.query.length == info.query.length &&
-               memcmp(sent + info2.query.offset, b + info.query.offset, info.query.length) == 0),
+    CHECK(info->whole_server ||
+              (info2.path_length == info->path_length &&
+               memcmp(info2.path, info->path, info->path_length) == 0 &&
+               info2.has_query == info->has_query && info2.query.length == info->query.length &&
+               memcmp(sent + info2.query.offset, b + info->query.offset, info->query.length) == 0),
           "the path or query sent on is not the one judged:\n%.*s", (int)len, sent);
-    CHECK(info2.host.length == info.host.length &&
-              memcmp(sent + info2.host.offset, b + info.host.offset, info.host.length) == 0,
+    CHECK(info2.host.length == info->host.length &&
+              memcmp(sent + info2.host.offset, b + info->host.offset, info->host.length) == 0 &&
+              info2.host_header.length == info->host_header.length &&
+              memcmp(sent + info2.host_header.offset, b + info->host_header.offset,
+                     info->host_header.length) == 0,
           "the backend would see another host:\n%.*s", (int)len, sent);
-    CHECK(info.body.chunked == info2.body.chunked && info.body.remaining == info2.body.remaining &&
-              info.body.done == info2.body.done,
+    CHECK(info->body.chunked == info2.body.chunked && info->body.remaining == info2.body.remaining &&
+              info->body.done == info2.body.done,
           "the backend would frame the body differently:\n%.*s", (int)len, sent);
+    /* The backend reads the connection as rsp means it. */
+    CHECK(info2.keep_alive == (keep_backend || upgrading) && info2.idempotent == info->idempotent &&
+              info2.upgrade.length == info->upgrade.length &&
+              memcmp(sent + info2.upgrade.offset, b + info->upgrade.offset, info->upgrade.length) == 0,
+          "keep_backend %d: the backend reads keep_alive %d, upgrade \"%.*s\":\n%.*s", keep_backend,
+          info2.keep_alive, (int)info2.upgrade.length, sent + info2.upgrade.offset, (int)len, sent);
     CHECK(count_headers(fwd, sent, "x-forwarded-for") == 1 &&
               count_headers(fwd, sent, "x-real-ip") == 1 &&
               count_headers(fwd, sent, "x-forwarded-proto") == 1 &&
               count_headers(fwd, sent, "forwarded") == 1 &&
-              count_headers(fwd, sent, "x-forwarded-host") == (info.host_header.length > 0),
+              count_headers(fwd, sent, "x-forwarded-host") == (info->host_header.length > 0),
           "forwarded headers:\n%.*s", (int)len, sent);
-    CHECK(count_headers(fwd, sent, "connection") == 1, "Connection headers:\n%.*s", (int)len, sent);
-    static const char *const gone[] = { "keep-alive", "proxy-connection", "te", "upgrade",
+    /* Connection: upgrade for an upgrade, else close unless kept, else none. */
+    if (upgrading)
+        CHECK(count_headers(fwd, sent, "connection") == 1 && header_is(fwd, sent, "connection", "upgrade") &&
+                  count_headers(fwd, sent, "upgrade") == 1,
+              "an upgrade sent on without one Connection: upgrade and one Upgrade:\n%.*s", (int)len, sent);
+    else if (keep_backend)
+        CHECK(count_headers(fwd, sent, "connection") == 0 && count_headers(fwd, sent, "upgrade") == 0,
+              "a Connection or Upgrade header with keep_backend:\n%.*s", (int)len, sent);
+    else
+        CHECK(count_headers(fwd, sent, "connection") == 1 && header_is(fwd, sent, "connection", "close") &&
+                  count_headers(fwd, sent, "upgrade") == 0,
+              "not one Connection: close without keep_backend:\n%.*s", (int)len, sent);
+    static const char *const gone[] = { "keep-alive", "proxy-connection", "te", "trailer",
                                         "x-original-url", "x-rewrite-url" };
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         CHECK(count_headers(fwd, sent, gone[i]) == 0, "%s sent on:\n%.*s", gone[i], (int)len, sent);
     CHECK(no_underscore_names(fwd, sent), "a header name with '_' sent on:\n%.*s", (int)len, sent);
-    /* (Identical Content-Length headers may go on as one.) An absolute
-     * target's authority becomes the one Host. */
+    /* What the client's Connection lists stays with rsp. */
+    for (size_t h = 0; h < fwd->header_count; h++) {
+        struct http_span n = fwd->headers[h].name;
+        CHECK(may_send_listed(sent, n, upgrading) ||
+                  !ref_list_has(req, b, "connection", sent + n.offset, n.length),
+              "%.*s, listed in the client's Connection, sent on:\n%.*s", (int)n.length,
+              sent + n.offset, (int)len, sent);
+    }
+    /* (Identical Content-Length headers may go on as one.) One Host always:
+     * the client's, an absolute target's authority, or an empty one for an
+     * HTTP/1.0 request without. */
     CHECK((count_headers(fwd, sent, "content-length") > 0) == (count_headers(req, b, "content-length") > 0) &&
               count_headers(fwd, sent, "transfer-encoding") == count_headers(req, b, "transfer-encoding") &&
-              count_headers(fwd, sent, "host") ==
-                  (info.form == TARGET_ABSOLUTE ? 1 : count_headers(req, b, "host")),
+              count_headers(fwd, sent, "host") == 1,
           "framing or Host headers dropped:\n%.*s", (int)len, sent);
     request_info_free(&info2);
-    request_info_free(&info);
     free(fwd);
     free(sent);
+}
+
+static void check_forwarded_head(const struct http_request *req, const uint8_t *buf)
+{
+    static const struct request_policy policy = { false, false };
+    struct request_info info;
+    const char *b = (const char *)buf;
+
+    if (request_check(req, b, &policy, &info) != 0) {
+        request_info_free(&info);
+        return;
+    }
+    check_request_info(req, b, &info);
+    /* rsp adds up to eight headers of its own. A head that then has more
+     * than HTTP_MAX_HEADERS is fine for most backends, but would be refused
+     * (431) by rsp's own parser, which this check uses: skip those. */
+    if (req->header_count + 8 > HTTP_MAX_HEADERS) {
+        request_info_free(&info);
+        return;
+    }
+    CHECK(span_inside(info.host, req->head_length) && span_inside(info.host_header, req->head_length),
+          "host spans");
+    CHECK(info.whole_server || (info.path != NULL && info.path_length > 0 && info.path[0] == '/'),
+          "a forwarded path that does not begin with '/'");
+    check_sent_head(req, b, &info, false);
+    check_sent_head(req, b, &info, true);
+    request_info_free(&info);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)

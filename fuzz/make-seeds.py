@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus: fuzz/corpus/http/, chunked/, config/ and path/.
+"""Writes the seed corpus: fuzz/corpus/http/, chunked/, config/, path/ and
+response/.
 
 The seeds are checked in; this script documents what each one is and can
 rewrite them (./make-seeds.py from fuzz/). libFuzzer starts from these and
@@ -143,6 +144,56 @@ PATH = {
 }
 
 
+# What a backend sends, for fuzz_response.c. The harness takes the first
+# byte as flags (bit 0: the request was HEAD): write() puts REQUEST_GET (or
+# REQUEST_HEAD for a name ending in "-to-head") before each response.
+REQUEST_GET, REQUEST_HEAD = b"\x00", b"\x01"
+
+RESPONSE = {
+    "content-length": b"HTTP/1.1 200 OK\r\nDate: Mon, 27 Jul 2009 12:28:53 GMT\r\nServer: Apache\r\n"
+                      b"Last-Modified: Wed, 22 Jul 2009 19:15:56 GMT\r\nETag: \"34aa387-d-1568eb00\"\r\n"
+                      b"Accept-Ranges: bytes\r\nContent-Length: 13\r\nVary: Accept-Encoding\r\n"
+                      b"Content-Type: text/plain\r\n\r\nHello, world!",
+    "chunked-trailers": b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                        b"Trailer: Expires\r\n\r\n7\r\nMozilla\r\n9;ext=x\r\nDeveloper\r\n7\r\nNetwork\r\n"
+                        b"0\r\nExpires: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n",
+    "no-content-204": b"HTTP/1.1 204 No Content\r\nDate: Mon, 27 Jul 2009 12:28:53 GMT\r\n"
+                      b"Content-Length: 0\r\n\r\n",
+    "not-modified-304": b"HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nContent-Length: 1234\r\n\r\n",
+    "switching-101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x05hello",
+    "early-hints-103-then-200": b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+                                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n"
+                                b"Link: </style.css>; rel=preload; as=style\r\n\r\nhello",
+    "continue-100-then-chunked": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nLocation: /x/1\r\n"
+                                 b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    "http10-close-delimited": b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the server closes",
+    "http10-keep-alive": b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
+                         b"Content-Length: 2\r\n\r\nhi",
+    "close-with-length": b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 3\r\n\r\nerr",
+    "content-length-to-head": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1234\r\n\r\n",
+    "chunked-to-head": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "hop-by-hop": b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Private ,\r\nKeep-Alive: timeout=5\r\n"
+                  b"X-Private: secret\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-Sum\r\n"
+                  b"Upgrade: h2c\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 0\r\n\r\n",
+    "te-and-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"5\r\nhello\r\n0\r\n\r\n",
+    "te-gzip-chunked": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: gzip\r\n"
+                       b"transfer-encoding: CHUNKED\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    "te-chunked-gzip": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+    "te-gzip-only": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n\x1f\x8b\x08\x00",
+    "two-lengths-differ": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    "two-lengths-same": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello",
+    "length-list": b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello",
+    "length-huge": b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999999\r\n\r\nx",
+    "bare-lf-no-reason": b"HTTP/1.1 200\nContent-Length: 1\n\nx",
+    "then-next-response": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1 200 OK\r\n\r\n",
+    "obs-fold": b"HTTP/1.1 200 OK\r\nX-A: 1\r\n continued\r\nContent-Length: 0\r\n\r\n",
+    "http2-status": b"HTTP/2 200\r\ncontent-length: 0\r\n\r\n",
+    "not-http": b"SSH-2.0-OpenSSH_9.6\r\n",
+}
+
+
 def write(kind, seeds):
     directory = os.path.join(HERE, "corpus", kind)
     os.makedirs(directory, exist_ok=True)
@@ -156,3 +207,5 @@ if __name__ == "__main__":
     write("chunked", CHUNKED)
     write("config", CONFIG)
     write("path", PATH)
+    write("response", {name: (REQUEST_HEAD if name.endswith("-to-head") else REQUEST_GET) + data
+                       for name, data in RESPONSE.items()})

@@ -510,10 +510,13 @@ void exchange_client_finished(struct relay *relay)
     } else if (x->phase == PHASE_BODY) {
         /* The body was cut short. If the backend already answered, let its
          * answer through; otherwise the request is broken. */
-        if (x->response_started)
-            x->phase = PHASE_DRAIN;
-        else
+        if (!x->response_started) {
             relay_fail_request(relay, 400);
+        } else {
+            x->phase = PHASE_DRAIN;
+            if (x->response_done)
+                relay_release_backend(relay);
+        }
     } else if (x->phase == PHASE_TUNNEL && x->upstream != NULL) {
         connection_shutdown_write(&x->upstream->conn);
     }
@@ -655,10 +658,13 @@ static void response_head(struct relay *relay, const char *data, size_t len)
         return;
     }
     for (;;) {
-        const char *buf = x->response_head.data + x->response_head.start;
         size_t have = buffer_length(&x->response_head), used;
+        const char *buf;
         int rc;
 
+        if (have == 0)
+            return; /* an interim head used every byte so far */
+        buf = x->response_head.data + x->response_head.start;
         if (x->response == NULL) {
             x->response = malloc(sizeof *x->response);
             if (x->response == NULL) {

@@ -15,6 +15,10 @@ static bool is_hop_by_hop(const struct http_request *res, const char *buf, struc
     for (size_t i = 0; i < COUNT(hop_by_hop); i++)
         if (http_span_is(buf, name, hop_by_hop[i]))
             return true;
+    /* A Connection list cannot take away the headers that frame the body:
+     * the client needs them to find where this response ends. */
+    if (http_span_is(buf, name, "content-length") || http_span_is(buf, name, "transfer-encoding"))
+        return false;
     return http_list_has(buf, res->headers, res->header_count, "connection", name);
 }
 
@@ -99,7 +103,9 @@ int response_check(const struct http_request *res, const char *buf, bool head_re
     } else {
         info->framing = FRAMING_CLOSE;
     }
-    if (info->framing == FRAMING_CLOSE)
+    /* Close-delimited, or chunked from an HTTP/1.0 backend (RFC 9112, 6.1:
+     * such framing is faulty; read to the end and do not reuse). */
+    if (info->framing == FRAMING_CLOSE || (has_encoding && res->minor_version == 0))
         info->backend_closes = true;
     return 0;
 }

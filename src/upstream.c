@@ -71,6 +71,7 @@ static void unlink_idle(struct upstream *u)
     if (u->next != NULL)
         u->next->prev = u->prev;
     u->prev = u->next = NULL;
+    u->idle = false;
     b->idle_count--;
     timer_disarm(&u->idle_timer);
 }
@@ -95,7 +96,7 @@ static void upstream_free(struct reactor_deferred *deferred)
 
 static void upstream_close(struct upstream *u)
 {
-    if (u->owner == NULL)
+    if (u->idle)
         unlink_idle(u);
     connection_close(&u->conn);
     u->deferred.release = upstream_free;
@@ -120,6 +121,7 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
      * the load needs. */
     c->paused = false;
     c->watch_hangup = false;
+    u->idle = true;
     u->prev = NULL;
     u->next = b->idle;
     if (b->idle != NULL)

@@ -30,6 +30,7 @@ struct upstream {
     void (*handle)(void *owner, uint32_t events);
     void *owner;
     /* While idle: its place in the backend's pool, and its deadline. */
+    bool idle;                       /* in the pool (owner is NULL then) */
     struct upstream *prev, *next;
     struct timer idle_timer;
 };

@@ -1,0 +1,2 @@
+listen = 8000
+function route(req) return { status = 204 } end
