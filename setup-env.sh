@@ -21,6 +21,7 @@ PACKAGES=(
   valgrind               # leak checks by hand (README, developer section)
   wrk                    # keep-alive load for bench/run
   gnuplot-nox            # bench/run's plot (PNG)
+  haproxy                # bench/keepalive compares rsp with HAProxy too
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -67,6 +68,7 @@ command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "setup-env.sh: wrk is missing" >&2; exit 1; }
 command -v strace >/dev/null || { echo "setup-env.sh: strace is missing" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; exit 1; }
+[ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || { echo "setup-env.sh: haproxy is missing" >&2; exit 1; }
 command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
 # The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.
 printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
