@@ -224,14 +224,20 @@ STAGE8_OPTIONS = ("connect_timeout", "header_timeout", "body_timeout", "response
                   "health_check")
 
 
+def _settings_adding(names, earlier, listen_port, backends, options):
+    """The config globals of `earlier` (a stageN_settings function) plus
+    those settings among `names` given in `options`, as Lua source text."""
+    options = dict(options or {})
+    extra = {name: options.pop(name) for name in names if name in options}
+    settings = earlier(listen_port, backends, options)
+    settings.update((name, lua_value(value)) for name, value in extra.items())
+    return settings
+
+
 def stage8_settings(listen_port, backends, options=None):
     """The stage 08 config globals, as Lua source text: those of stage 07
     plus any of STAGE8_OPTIONS given in `options`."""
-    options = dict(options or {})
-    extra = {name: options.pop(name) for name in STAGE8_OPTIONS if name in options}
-    settings = stage7_settings(listen_port, backends, options)
-    settings.update((name, lua_value(value)) for name, value in extra.items())
-    return settings
+    return _settings_adding(STAGE8_OPTIONS, stage7_settings, listen_port, backends, options)
 
 
 # Stage 09 adds keep-alive and pooling: keepalive_timeout (seconds, 0:
@@ -244,11 +250,7 @@ STAGE9_OPTIONS = ("keepalive_timeout", "keepalive_requests", "backend_keepalive"
 def stage9_settings(listen_port, backends, options=None):
     """The stage 09 config globals, as Lua source text: those of stage 08
     plus any of STAGE9_OPTIONS given in `options`."""
-    options = dict(options or {})
-    extra = {name: options.pop(name) for name in STAGE9_OPTIONS if name in options}
-    settings = stage8_settings(listen_port, backends, options)
-    settings.update((name, lua_value(value)) for name, value in extra.items())
-    return settings
+    return _settings_adding(STAGE9_OPTIONS, stage8_settings, listen_port, backends, options)
 
 
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):

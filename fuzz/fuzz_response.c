@@ -28,6 +28,8 @@
  *    Transfer-Encoding: until close; else Content-Length (digits, at most
  *    15; two different values: 502; 0: no body); else until close. An
  *    invalid or contradictory Content-Length is 502 whatever the status.
+ *    backend_closes: close-delimited, Transfer-Encoding in an HTTP/1.0
+ *    response (RFC 9112, 6.1), or what Connection says for the version.
  *  - response_write_head, for each connection mode and dechunk false/true:
  *    the head parses again to HTTP_DONE as HTTP/1.1 with the same status
  *    and reason; its headers are the backend's end-to-end ones, in order
@@ -445,7 +447,7 @@ static int ref_framing(const struct http_request *res, const char *buf, bool hea
     } else {
         info->framing = FRAMING_CLOSE;
     }
-    info->backend_closes = info->framing == FRAMING_CLOSE ||
+    info->backend_closes = info->framing == FRAMING_CLOSE || (has_encoding && res->minor_version == 0) ||
                            (res->minor_version == 0 ? !ref_list_has_word(res, buf, "connection", "keep-alive")
                                                     : ref_list_has_word(res, buf, "connection", "close"));
     return 0;
