@@ -294,6 +294,22 @@ static char lower(char c)
     return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
 }
 
+int http_parse_length(const char *buf, struct http_span span, size_t max_digits, uint64_t *length)
+{
+    uint64_t n = 0;
+
+    if (span.length == 0 || span.length > max_digits)
+        return -1;
+    for (size_t i = 0; i < span.length; i++) {
+        char c = buf[span.offset + i];
+        if (c < '0' || c > '9')
+            return -1;
+        n = n * 10 + (uint64_t)(c - '0');
+    }
+    *length = n;
+    return 0;
+}
+
 bool http_span_is(const char *buf, struct http_span span, const char *name)
 {
     size_t n = strlen(name);

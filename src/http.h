@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define HTTP_MAX_HEADERS 100
 
@@ -79,6 +80,10 @@ int http_parse_status_line(const char *buf, size_t len, size_t max);
  * HTTP/1.x response head, or is larger than the limits. */
 int http_parse_response(struct http_request *res, const char *buf, size_t len,
                         const struct http_limits *limits);
+
+/* Reads a Content-Length value in span: digits only, at most max_digits
+ * of them (so that it cannot overflow). Returns 0 with *length set, or -1. */
+int http_parse_length(const char *buf, struct http_span span, size_t max_digits, uint64_t *length);
 
 /* True if span in buf equals the lower-case string name, ignoring case. */
 bool http_span_is(const char *buf, struct http_span span, const char *name);

@@ -35,23 +35,6 @@ static bool name_in(const char *buf, struct http_span name, const char *const *l
 
 #define COUNT(array) (sizeof (array) / sizeof (array)[0])
 
-/* Parses a Content-Length value: digits only, at most 18 of them. */
-static int parse_length(const char *buf, struct http_span value, uint64_t *out)
-{
-    uint64_t n = 0;
-
-    if (value.length == 0 || value.length > 18)
-        return -1;
-    for (size_t i = 0; i < value.length; i++) {
-        char c = buf[value.offset + i];
-        if (c < '0' || c > '9')
-            return -1;
-        n = n * 10 + (uint64_t)(c - '0');
-    }
-    *out = n;
-    return 0;
-}
-
 /* Splits a Host value into the name (port removed). Returns 0, or -1 if
  * it is not a plausible host: reg-name or IP-literal, optional :port. */
 static int parse_host(const char *buf, struct http_span value, struct http_span *name)
@@ -217,7 +200,7 @@ int request_check(const struct http_request *req, const char *buf,
             /* Several Content-Length headers are only harmless if they
              * agree; if they differ, which one the backend believes is
              * anybody's guess. */
-            if (parse_length(buf, h->value, &n) == -1 || (lengths++ > 0 && n != length))
+            if (http_parse_length(buf, h->value, 18, &n) == -1 || (lengths++ > 0 && n != length))
                 return 400;
             length = n;
         } else if (http_span_is(buf, h->name, "transfer-encoding")) {

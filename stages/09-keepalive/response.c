@@ -22,23 +22,6 @@ static bool is_hop_by_hop(const struct http_request *res, const char *buf, struc
     return http_list_has(buf, res->headers, res->header_count, "connection", name);
 }
 
-/* Reads a Content-Length value: digits only, at most 15 of them. */
-static int parse_length(const char *buf, struct http_span value, uint64_t *length)
-{
-    uint64_t n = 0;
-
-    if (value.length == 0 || value.length > 15)
-        return -1;
-    for (size_t i = 0; i < value.length; i++) {
-        char c = buf[value.offset + i];
-        if (c < '0' || c > '9')
-            return -1;
-        n = n * 10 + (uint64_t)(c - '0');
-    }
-    *length = n;
-    return 0;
-}
-
 /* The framing Transfer-Encoding gives: FRAMING_CHUNKED if its last coding
  * is chunked, FRAMING_CLOSE if chunked is not there at all, -1 if chunked
  * comes before another coding (RFC 9112, 6.1: chunked must be last, once). */
@@ -75,7 +58,7 @@ int response_check(const struct http_request *res, const char *buf, bool head_re
             has_encoding = true;
         } else if (http_span_is(buf, h->name, "content-length")) {
             /* Several are allowed only if they agree (RFC 9110, 8.6). */
-            if (parse_length(buf, h->value, &length) == -1 || (has_length && length != info->length))
+            if (http_parse_length(buf, h->value, 15, &length) == -1 || (has_length && length != info->length))
                 return 502;
             has_length = true;
             info->length = length;
