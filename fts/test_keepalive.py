@@ -425,7 +425,9 @@ def test_expect_100_continue(ka, proxy):
 @pytest.mark.parametrize("kind", sorted(BAD_RESPONSES))
 def test_bad_backend_framing_gives_502(ka, proxy, kind):
     """A response whose framing cannot be trusted (two Content-Lengths, a
-    negative or garbled one, a head that is not HTTP) becomes rsp's 502.
+    negative or garbled one, chunked before another coding, a head that is
+    not HTTP, a 101 to a request that asked for no upgrade) becomes rsp's
+    502.
     A malformed chunk size comes after a good head, which rsp may have
     passed on already: then the client's connection is cut instead (the
     response visibly incomplete). Either way that backend connection is
