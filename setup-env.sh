@@ -16,6 +16,7 @@ PACKAGES=(
   strace                 # the chapters' demos trace rsp's system calls
   nginx                  # a real web server the tests put rsp in front of
   procps                 # ps, pgrep
+  patch                  # tools/stage-check applies a chapter's CHANGES-1-*.diff part
   clang                  # make asan and the fuzz harnesses (fuzz/)
   libclang-rt-dev        # clang's sanitizer and libFuzzer runtimes (libclang_rt.fuzzer)
   valgrind               # leak checks by hand (README, developer section)
@@ -67,6 +68,7 @@ command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || { echo "setup-env.sh: nginx is missing" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "setup-env.sh: wrk is missing" >&2; exit 1; }
 command -v strace >/dev/null || { echo "setup-env.sh: strace is missing" >&2; exit 1; }
+command -v patch >/dev/null || { echo "setup-env.sh: patch is missing" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; exit 1; }
 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || { echo "setup-env.sh: haproxy is missing" >&2; exit 1; }
 command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
