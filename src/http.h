@@ -109,4 +109,13 @@ bool http_list_has(const char *buf, const struct http_header *headers, size_t co
 bool http_list_has_word(const char *buf, const struct http_header *headers, size_t count,
                         const char *header, const char *word);
 
+/* True if the header called `name` is hop-by-hop in a message with these
+ * headers (RFC 9110, 7.6.1): about one connection, never passed on. That
+ * is Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, and
+ * any header the message's Connection lists, except Content-Length and
+ * Transfer-Encoding: a Connection list cannot take away what frames the
+ * body. Shared by requests and responses. */
+bool http_is_hop_by_hop(const char *buf, const struct http_header *headers, size_t count,
+                        struct http_span name);
+
 #endif

@@ -71,7 +71,6 @@ static void unlink_idle(struct upstream *u)
     if (u->next != NULL)
         u->next->prev = u->prev;
     u->prev = u->next = NULL;
-    u->idle = false;
     b->idle_count--;
     timer_disarm(&u->idle_timer);
 }
@@ -96,7 +95,7 @@ static void upstream_free(struct reactor_deferred *deferred)
 
 static void upstream_close(struct upstream *u)
 {
-    if (u->idle)
+    if (u->owner == NULL)
         unlink_idle(u);
     connection_close(&u->conn);
     u->deferred.release = upstream_free;
@@ -109,7 +108,6 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
     struct connection *c = &u->conn;
 
     b->active--;
-    u->owner = NULL;
     if (!reusable || b->idle_count >= k->backend_idle || c->broken || c->read_done ||
         c->write_done || connection_queued(c) > 0 ||
         timer_arm(&u->idle_timer, reactor_now() + k->backend_idle_timeout) == -1) {
@@ -121,7 +119,7 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
      * the load needs. */
     c->paused = false;
     c->watch_hangup = false;
-    u->idle = true;
+    u->owner = NULL;
     u->prev = NULL;
     u->next = b->idle;
     if (b->idle != NULL)

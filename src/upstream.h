@@ -26,11 +26,12 @@ struct upstream {
     struct connection conn;
     struct backend *backend;
     unsigned requests;               /* requests sent over it before the current one */
-    /* While attached: whom its events go to. */
+    /* While attached: whom its events go to. NULL exactly while it waits
+     * in its backend's pool (a connection released to be closed keeps
+     * its owner until it is freed: it gets no more events). */
     void (*handle)(void *owner, uint32_t events);
     void *owner;
     /* While idle: its place in the backend's pool, and its deadline. */
-    bool idle;                       /* in the pool (owner is NULL then) */
     struct upstream *prev, *next;
     struct timer idle_timer;
 };

@@ -382,3 +382,18 @@ bool http_list_has_word(const char *buf, const struct http_header *headers, size
 {
     return list_has(buf, headers, count, header, (struct http_span){ 0, 0 }, word);
 }
+
+bool http_is_hop_by_hop(const char *buf, const struct http_header *headers, size_t count,
+                        struct http_span name)
+{
+    static const char *const always[] = {
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
+    };
+
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+        if (http_span_is(buf, name, always[i]))
+            return true;
+    if (http_span_is(buf, name, "content-length") || http_span_is(buf, name, "transfer-encoding"))
+        return false;
+    return http_list_has(buf, headers, count, "connection", name);
+}

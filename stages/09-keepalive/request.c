@@ -8,21 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Headers that describe one connection, not the request: they must not
- * travel to the backend (RFC 9110, section 7.6.1). Upgrade waits for
- * chapter 09. Then the headers a backend may trust because we set them:
- * a client's own values would be lies a backend might believe. And two that
+/* Besides the hop-by-hop headers (http_is_hop_by_hop; an upgrade's
+ * Upgrade is written again on purpose), headers that must not travel to
+ * the backend: those a backend may trust because we set them, where a
+ * client's own values would be lies a backend might believe; and two that
  * some frameworks take as the URL to serve instead of the request line's:
  * a path no rule of ours judged. */
 static const char *const dropped_headers[] = {
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
     "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "forwarded",
     "x-original-url", "x-rewrite-url",
-};
-
-/* Headers that Connection may not remove: they frame or route the request. */
-static const char *const essential_headers[] = {
-    "host", "content-length", "transfer-encoding",
 };
 
 static bool name_in(const char *buf, struct http_span name, const char *const *list, size_t n)
@@ -278,12 +272,6 @@ void request_info_free(struct request_info *info)
 
 /* True if header `name` is listed in one of the request's Connection
  * headers ("Connection: close, X-Custom" makes X-Custom hop-by-hop). */
-static bool listed_in_connection(const struct http_request *req, const char *buf,
-                                 struct http_span name)
-{
-    return http_list_has(buf, req->headers, req->header_count, "connection", name);
-}
-
 static int append(struct buffer *out, const char *data, size_t len)
 {
     return buffer_append(out, data, len);
@@ -319,8 +307,9 @@ static bool dropped(const struct http_request *req, const char *buf, const struc
     /* An absolute target's authority is the Host we send (written first). */
     if (info->form == TARGET_ABSOLUTE && http_span_is(buf, name, "host"))
         return true;
-    return !name_in(buf, name, essential_headers, COUNT(essential_headers)) &&
-           listed_in_connection(req, buf, name);
+    /* Host routes the request: a Connection list cannot take it away. */
+    return !http_span_is(buf, name, "host") &&
+           http_is_hop_by_hop(buf, req->headers, req->header_count, name);
 }
 
 /* The request line in origin form: the path we judged (normal form), then

@@ -3,25 +3,6 @@
 
 #include <string.h>
 
-/* Hop-by-hop: about one connection, never passed on (RFC 9110, 7.6.1). */
-static const char *const hop_by_hop[] = {
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
-};
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-static bool is_hop_by_hop(const struct http_request *res, const char *buf, struct http_span name)
-{
-    for (size_t i = 0; i < COUNT(hop_by_hop); i++)
-        if (http_span_is(buf, name, hop_by_hop[i]))
-            return true;
-    /* A Connection list cannot take away the headers that frame the body:
-     * the client needs them to find where this response ends. */
-    if (http_span_is(buf, name, "content-length") || http_span_is(buf, name, "transfer-encoding"))
-        return false;
-    return http_list_has(buf, res->headers, res->header_count, "connection", name);
-}
-
 /* The framing Transfer-Encoding gives: FRAMING_CHUNKED if its last coding
  * is chunked, FRAMING_CLOSE if chunked is not there at all, -1 if chunked
  * comes before another coding (RFC 9112, 6.1: chunked must be last, once). */
@@ -137,7 +118,7 @@ int response_write_head(const struct http_request *res, const char *buf,
 
         if (mode == CONNECTION_UPGRADE && http_span_is(buf, h->name, "upgrade")) {
             /* the one hop-by-hop header a 101 passes on */
-        } else if (is_hop_by_hop(res, buf, h->name)) {
+        } else if (http_is_hop_by_hop(buf, res->headers, res->header_count, h->name)) {
             continue;
         }
         if (http_span_is(buf, h->name, "content-length") && (chunked || dechunk))
