@@ -171,8 +171,7 @@ void route_answer_write(lua_State *L, int index, bool head_only, const char *con
     }
     /* out holds the header lines so far (the caller frees it if an error
      * is raised); the whole response replaces them. */
-    struct reply r = { status, buffer_length(out) > 0 ? out->data + out->start : "",
-                        buffer_length(out), body, body_length };
+    struct reply r = { status, buffer_bytes(out), buffer_length(out), body, body_length };
     if (reply_append(&response, &r, head_only, connection) == -1) {
         buffer_free(&response);
         luaL_error(L, "out of memory");

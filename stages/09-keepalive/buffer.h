@@ -17,6 +17,14 @@ struct buffer {
 /* Bytes waiting in the buffer. */
 static inline size_t buffer_length(const struct buffer *b) { return b->end - b->start; }
 
+/* The unread bytes, buffer_length(b) of them. Never NULL, even for an
+ * empty buffer (whose data is NULL), so it can go wherever bytes are
+ * expected. */
+static inline const char *buffer_bytes(const struct buffer *b)
+{
+    return b->data != NULL ? b->data + b->start : "";
+}
+
 /* Appends len bytes. Returns 0, or -1 if memory ran out (buffer unchanged). */
 int buffer_append(struct buffer *b, const char *data, size_t len);
 

@@ -236,7 +236,7 @@ static void send_again(struct relay *relay)
 {
     struct exchange *x = &relay->x;
 
-    connection_write(&x->upstream->conn, x->replay.data + x->replay.start, buffer_length(&x->replay));
+    connection_write(&x->upstream->conn, buffer_bytes(&x->replay), buffer_length(&x->replay));
     buffer_free(&x->replay);
     x->phase = PHASE_SENT;
     x->request_sent = reactor_now();
@@ -304,7 +304,7 @@ static bool ask_route(struct relay *relay)
     case ROUTE_ANSWER:
         if (!x->request_complete)
             x->phase = PHASE_DRAIN;
-        answer_ourselves(relay, answer.data + answer.start, buffer_length(&answer));
+        answer_ourselves(relay, buffer_bytes(&answer), buffer_length(&answer));
         buffer_free(&answer);
         return true;
     case ROUTE_FAILED:
@@ -658,13 +658,10 @@ static void response_head(struct relay *relay, const char *data, size_t len)
         return;
     }
     for (;;) {
+        const char *buf = buffer_bytes(&x->response_head);
         size_t have = buffer_length(&x->response_head), used;
-        const char *buf;
         int rc;
 
-        if (have == 0)
-            return; /* an interim head used every byte so far */
-        buf = x->response_head.data + x->response_head.start;
         if (x->response == NULL) {
             x->response = malloc(sizeof *x->response);
             if (x->response == NULL) {
@@ -702,13 +699,13 @@ static void response_head(struct relay *relay, const char *data, size_t len)
         struct buffer rest = x->response_head;
         x->response_head = (struct buffer)BUFFER_INIT;
         if (x->phase == PHASE_TUNNEL) {
-            connection_write(&relay->client, rest.data + rest.start + used, have - used);
+            connection_write(&relay->client, buffer_bytes(&rest) + used, have - used);
         } else if (x->framing == FRAMING_NONE) {
             if (have > used)
                 x->upstream_reusable = false; /* bytes after a response without a body */
             response_finished(relay);
         } else if (have > used) {
-            response_body(relay, rest.data + rest.start + used, have - used);
+            response_body(relay, buffer_bytes(&rest) + used, have - used);
         }
         buffer_free(&rest);
         return;

@@ -137,7 +137,7 @@ void reply_error(struct connection *c, int status, bool head_only, const char *c
     r.headers_length = strlen(r.headers);
     r.body_length = reply_page(page, sizeof page, status, explanation(status));
     if (reply_append(&out, &r, head_only, connection) == 0)
-        connection_write(c, out.data + out.start, buffer_length(&out));
+        connection_write(c, buffer_bytes(&out), buffer_length(&out));
     else
         connection_fail(c); /* out of memory: nothing better to say */
     buffer_free(&out);
