@@ -9,9 +9,9 @@ each answer its own way, by path (the body is "hello" every time):
   /early     103 Early Hints first, then a 200 with Content-Length: 6
 A HEAD gets the head of the GET alone. The connection stays open for the
 next request, except after /close."""
-import socket
 import sys
-import threading
+
+from heads import read_head, serve_forever
 
 port = int(sys.argv[1])
 answers = {
@@ -29,12 +29,9 @@ def serve(conn):
     buf = b""
     with conn:
         while True:
-            while b"\r\n\r\n" not in buf:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-            head, buf = buf.split(b"\r\n\r\n", 1)
+            head, buf = read_head(conn, buf)
+            if head is None:
+                return
             method, path = head.decode("latin-1").split(" ")[:2]
             answer = answers.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             if method == "HEAD":
@@ -44,7 +41,4 @@ def serve(conn):
                 return
 
 
-server = socket.create_server(("127.0.0.1", port))
-while True:
-    conn, _ = server.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+serve_forever(port, serve)

@@ -8,9 +8,9 @@ other path is refused with a 403; a plain GET gets "hello". Connections
 stay open for the next request."""
 import base64
 import hashlib
-import socket
 import sys
-import threading
+
+from heads import read_head, serve_forever
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 port = int(sys.argv[1])
@@ -53,12 +53,9 @@ def serve(conn):
     with conn:
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, buf = buf.split(b"\r\n\r\n", 1)
+                head, buf = read_head(conn, buf)
+                if head is None:
+                    return
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1]
                 headers = {}
@@ -80,7 +77,4 @@ def serve(conn):
             pass
 
 
-server = socket.create_server(("127.0.0.1", port))
-while True:
-    conn, _ = server.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+serve_forever(port, serve)
