@@ -267,9 +267,14 @@ class RawBackend:
     """A TCP server calling handle(conn, backend) in a thread for each
     connection, and closing the connection when it returns. Whatever each
     connection sent is kept in `received` (when the handler records it).
-    It listens on 127.0.0.1, or on `address` (IPv6 if it has a colon)."""
+    It listens on 127.0.0.1, or on `address` (IPv6 if it has a colon).
+    receive_buffer (SO_RCVBUF) and max_segment (TCP_MAXSEG) are set on the
+    listener, so that its connections have them from their first segment:
+    a small segment size keeps the peer's send buffer small too (Linux
+    sizes it from the segment size), so a backend that reads slowly makes
+    the proxy queue bytes of its own."""
 
-    def __init__(self, handle, port=0, address=LOOPBACK):
+    def __init__(self, handle, port=0, address=LOOPBACK, receive_buffer=None, max_segment=None):
         self.host = address
         self.received = []
         self.connections = 0
@@ -277,6 +282,10 @@ class RawBackend:
         self._lock = threading.Lock()
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         self._listener = socket.create_server((address, port), family=family, backlog=128, reuse_port=False)
+        if receive_buffer is not None:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        if max_segment is not None:
+            self._listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, max_segment)
         self.port = self._listener.getsockname()[1]
         self._stopping = False
         self._thread = threading.Thread(target=self._accept_loop, name="raw-backend", daemon=True)

@@ -11,6 +11,7 @@ test backends' names. Waiting is a bounded poll; no timing is asserted."""
 import functools
 import random
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -554,11 +555,12 @@ def test_request_cut_short_by_client_eof(make_raw_backend, start_proxy, cut):
         assert data.endswith(rest), rest
 
 
-def answer_early(conn, backend):
+def answer_early(conn, backend, piece=65536, pause=0.0):
     """Reads the request head, answers 413 at once without reading the
     body, half-closes, then reads (and drops) whatever comes until EOF,
-    counting it (a polite early answer: no reset). Records (the head,
-    how many bytes came after it)."""
+    `piece` bytes at a time with `pause` seconds after each, counting it
+    (a polite early answer: no reset). Records (the head, how many bytes
+    came after it)."""
     data = read_head(conn)
     if b"\r\n\r\n" not in data:
         return
@@ -569,22 +571,37 @@ def answer_early(conn, backend):
     head_length = data.index(b"\r\n\r\n") + 4
     after_head = len(data) - head_length
     while True:
-        chunk = conn.recv(65536)
+        chunk = conn.recv(piece)
         if not chunk:
             break
         after_head += len(chunk)
+        time.sleep(pause)
     backend.record((data[:head_length], after_head))
 
 
+def answer_early_read_slowly(conn, backend):
+    """answer_early, then reading 4 KiB a millisecond."""
+    answer_early(conn, backend, piece=4096, pause=0.001)
+
+
 @pytest.mark.stage(6)
-def test_backend_answers_before_reading_the_body(make_raw_backend, start_proxy):
+@pytest.mark.parametrize("handler, size, sockopts", [
+    (answer_early, 8 * MiB, {}),
+    # Small buffers on both sides of rsp's backend connection: when the
+    # client's last byte arrives, rsp still has part of the body queued.
+    (answer_early_read_slowly, MiB, {"receive_buffer": 4096, "max_segment": 1000}),
+], ids=["reads-fast", "reads-slowly"])
+def test_backend_answers_before_reading_the_body(make_raw_backend, start_proxy, handler, size, sockopts):
     """A backend that answers 413 as soon as it has the head, before
-    reading an 8 MiB body, and closes politely: the client, which sends
-    its whole body before reading, gets that 413, not a 502 or a reset;
-    the body still flows to the backend up to its end, and no further."""
-    early = make_raw_backend(answer_early)
+    reading a body of megabytes, and closes politely: the client, which
+    sends its whole body before reading, gets that 413, not a 502 or a
+    reset; the body still flows to the backend up to its end, and no
+    further. Also when the backend reads slowly, so that rsp holds the
+    end of the body in its queue when the request is complete: that part
+    is written out, not dropped with the connection."""
+    early = make_raw_backend(handler, **sockopts)
     proxy = start_proxy(early)
-    body = pattern(8 * MiB)
+    body = pattern(size)
     data = http_request(method="POST", target="/upload", headers=[("Content-Length", str(len(body)))], body=body)
     r = exchange(proxy.port, data + b"GET /pipelined HTTP/1.1\r\n\r\n")
     assert r.status == 413 and r.body == b"too large\n", f"{r!r} {r.raw[:300]!r}"

@@ -19,6 +19,7 @@ struct backend {
     unsigned active;            /* connections serving a request, for least_conn */
     struct upstream *idle;      /* connections waiting for a request (upstream.c) */
     unsigned idle_count;
+    struct upstream *finishing; /* detached connections writing out their queue (upstream.c) */
     bool down;                  /* a connect failed recently (passive health) */
     double retry_at;            /* while down: when to try it again (monotonic s) */
     bool failing;               /* active health checks say it is down */

@@ -70,6 +70,23 @@ void relay_release_backend(struct relay *relay)
     release_upstream(relay, false);
 }
 
+/* The response is over and the exchange is done with its upstream. Bytes
+ * of the request still queued for it go out first: a backend that
+ * answered before the end of the body gets the rest of it, as a polite
+ * client sends it, and its connection then closes. Otherwise it is pooled
+ * if `reusable`. */
+static void finish_upstream(struct relay *relay, bool reusable)
+{
+    struct exchange *x = &relay->x;
+
+    if (x->upstream != NULL && connection_queued(&x->upstream->conn) > 0) {
+        upstream_finish(x->upstream, relay->config->timeouts.body);
+        x->upstream = NULL;
+        return;
+    }
+    release_upstream(relay, reusable);
+}
+
 /* True if the request's method is HEAD, as far as we know it: the parser
  * may have stopped before or after the request line. */
 static bool is_head_request(const struct relay *relay)
@@ -112,10 +129,11 @@ static void request_read(struct relay *relay)
     x->request_complete = true;
     x->request_sent = reactor_now();
     x->phase = x->response_done ? PHASE_DRAIN : PHASE_SENT;
-    /* A backend that answered before the end of the body has had all of
-     * it now; its connection is not trusted with another request. */
+    /* A backend that answered before the end of the body has it all now
+     * (or soon: finish_upstream); its connection is not trusted with
+     * another request. */
     if (x->response_done)
-        relay_release_backend(relay);
+        finish_upstream(relay, false);
 }
 
 /* The last byte of the response is in the client's queue. */
@@ -125,9 +143,10 @@ static void response_finished(struct relay *relay)
 
     x->response_done = true;
     if (x->phase == PHASE_SENT || x->phase == PHASE_DRAIN)
-        release_upstream(relay, x->upstream_reusable);
+        finish_upstream(relay, x->upstream_reusable);
     /* Otherwise the backend answered before it had the whole body: it
-     * keeps its connection (and may take the rest) until the relay ends. */
+     * keeps its connection and takes the rest (request_read), unless the
+     * client leaves first. */
     if (!x->keep_client) {
         connection_shutdown_write(&relay->client);
         if (x->phase == PHASE_SENT)

@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 
 static void upstream_close(struct upstream *u);
+static void finishing_event(struct upstream *u, uint32_t events);
 
 /* An event on an idle connection: the backend closed it (EOF, reset), or
  * sent bytes nobody asked for. Either way it is of no more use. */
@@ -19,6 +21,8 @@ static void upstream_handle(struct epoll_event_handler *self, uint32_t events)
 
     if (u->owner != NULL)
         u->handle(u->owner, events);
+    else if (u->finishing)
+        finishing_event(u, events);
     else
         upstream_close(u);
 }
@@ -59,19 +63,39 @@ struct upstream *upstream_connect(struct backend *b, const struct addrinfo *addr
     return u;
 }
 
-/* Takes u out of its backend's idle list. */
-static void unlink_idle(struct upstream *u)
+/* The head of the list a detached u is on: its backend's idle pool, or
+ * its finishing connections. */
+static struct upstream **list_of(struct upstream *u)
 {
-    struct backend *b = u->backend;
+    return u->finishing ? &u->backend->finishing : &u->backend->idle;
+}
 
+/* Puts the detached u first on its list. */
+static void link_first(struct upstream *u)
+{
+    struct upstream **head = list_of(u);
+
+    u->prev = NULL;
+    u->next = *head;
+    if (*head != NULL)
+        (*head)->prev = u;
+    *head = u;
+    if (!u->finishing)
+        u->backend->idle_count++;
+}
+
+/* Takes u off its backend's idle or finishing list. */
+static void unlink_detached(struct upstream *u)
+{
     if (u->prev != NULL)
         u->prev->next = u->next;
     else
-        b->idle = u->next;
+        *list_of(u) = u->next;
     if (u->next != NULL)
         u->next->prev = u->prev;
     u->prev = u->next = NULL;
-    b->idle_count--;
+    if (!u->finishing)
+        u->backend->idle_count--;
     timer_disarm(&u->idle_timer);
 }
 
@@ -82,7 +106,7 @@ struct upstream *upstream_take_idle(struct backend *b, void (*handle)(void *owne
 
     if (u == NULL)
         return NULL;
-    unlink_idle(u);
+    unlink_detached(u);
     u->requests++;
     attach(u, handle, owner);
     return u;
@@ -96,7 +120,7 @@ static void upstream_free(struct reactor_deferred *deferred)
 static void upstream_close(struct upstream *u)
 {
     if (u->owner == NULL)
-        unlink_idle(u);
+        unlink_detached(u);
     connection_close(&u->conn);
     u->deferred.release = upstream_free;
     reactor_defer(&u->deferred);
@@ -120,12 +144,49 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
     c->paused = false;
     c->watch_hangup = false;
     u->owner = NULL;
-    u->prev = NULL;
-    u->next = b->idle;
-    if (b->idle != NULL)
-        b->idle->prev = u;
-    b->idle = u;
-    b->idle_count++;
+    link_first(u);
+    if (connection_update(c) == -1)
+        upstream_close(u);
+}
+
+/* A finishing connection: writable (write more), or failed or hung up
+ * (EPOLLERR and EPOLLHUP come unasked). Closed once nothing is left. */
+static void finishing_event(struct upstream *u, uint32_t events)
+{
+    struct connection *c = &u->conn;
+    size_t before = connection_queued(c);
+
+    if (events & (EPOLLERR | EPOLLHUP)) {
+        upstream_close(u);
+        return;
+    }
+    connection_flush(c);
+    if (c->broken || connection_queued(c) == 0 || connection_update(c) == -1) {
+        upstream_close(u);
+        return;
+    }
+    if (connection_queued(c) < before &&
+        timer_arm(&u->idle_timer, reactor_now() + u->finish_timeout) == -1)
+        upstream_close(u);
+}
+
+void upstream_finish(struct upstream *u, double timeout)
+{
+    struct connection *c = &u->conn;
+
+    u->backend->active--;
+    if (c->broken || c->write_done || connection_queued(c) == 0 ||
+        timer_arm(&u->idle_timer, reactor_now() + timeout) == -1) {
+        upstream_close(u);
+        return;
+    }
+    /* Nothing more is read: its answer is complete, and a reset from it
+     * now changes nothing for anyone. */
+    c->read_done = true;
+    u->owner = NULL;
+    u->finishing = true;
+    u->finish_timeout = timeout;
+    link_first(u);
     if (connection_update(c) == -1)
         upstream_close(u);
 }
@@ -134,4 +195,6 @@ void upstream_close_idle(struct backend *b)
 {
     while (b->idle != NULL)
         upstream_close(b->idle);
+    while (b->finishing != NULL)
+        upstream_close(b->finishing);
 }

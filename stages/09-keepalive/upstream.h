@@ -27,11 +27,14 @@ struct upstream {
     struct backend *backend;
     unsigned requests;               /* requests sent over it before the current one */
     /* While attached: whom its events go to. NULL exactly while it waits
-     * in its backend's pool (a connection released to be closed keeps
-     * its owner until it is freed: it gets no more events). */
+     * in its backend's pool or finishes (a connection released to be
+     * closed keeps its owner until it is freed: it gets no more events). */
     void (*handle)(void *owner, uint32_t events);
     void *owner;
-    /* While idle: its place in the backend's pool, and its deadline. */
+    bool finishing;                  /* detached, writing out its queue before it closes */
+    double finish_timeout;           /* while finishing: seconds allowed without progress */
+    /* While idle or finishing: its place in the backend's list of them,
+     * and its deadline. */
     struct upstream *prev, *next;
     struct timer idle_timer;
 };
@@ -55,7 +58,14 @@ struct upstream *upstream_take_idle(struct backend *b, void (*handle)(void *owne
  * it is closed, and freed once no event of this batch can point at it. */
 void upstream_release(struct upstream *u, bool reusable, const struct keepalive *k);
 
-/* Closes every idle connection of backend b (when rsp stops). */
+/* The exchange is done with u, which will carry no other request, but
+ * the bytes queued for it still go out: a backend that answered before
+ * the end of the request body gets the rest of it, as a polite client
+ * would send it. u is closed once its queue is written, when it fails, or
+ * when `timeout` seconds pass without progress. */
+void upstream_finish(struct upstream *u, double timeout);
+
+/* Closes every idle or finishing connection of backend b (when rsp stops). */
 void upstream_close_idle(struct backend *b);
 
 #endif
