@@ -196,11 +196,11 @@ static void check_pool(const struct pool *pool, const char *what)
     CHECK(pool->down_time >= 0.001 && pool->down_time <= 86400, "%s: down_time %g", what,
           pool->down_time);
     for (size_t i = 0; i < pool->count; i++) {
-        const struct backend *b = &pool->backends[i];
+        const struct backend *b = pool->backends[i];
         CHECK(b->name != NULL && b->addresses != NULL, "%s: backend %zu not resolved", what, i);
         CHECK(strchr(b->name, ':') != NULL, "%s: backend name \"%s\"", what, b->name);
         for (size_t j = 0; j < i; j++)
-            CHECK(strcmp(pool->backends[j].name, b->name) != 0, "%s: \"%s\" twice", what, b->name);
+            CHECK(strcmp(pool->backends[j]->name, b->name) != 0, "%s: \"%s\" twice", what, b->name);
     }
 }
 

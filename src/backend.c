@@ -8,14 +8,20 @@
 #include "clock.h"
 #include "health.h"
 #include "log.h"
+#include "upstream.h"
 
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 
+static struct backend *registry;
+
 uint64_t backend_bit(const struct pool *pool, const struct backend *b)
 {
-    return UINT64_C(1) << (b - pool->backends);
+    for (size_t i = 0; i < pool->count; i++)
+        if (pool->backends[i] == b)
+            return UINT64_C(1) << i;
+    return 0;
 }
 
 /* Scans the candidates starting at pool->next, so that ties rotate. With
@@ -29,7 +35,7 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
 
     for (size_t i = 0; i < pool->count; i++) {
         size_t index = (pool->next + i) % pool->count;
-        struct backend *b = &pool->backends[index];
+        struct backend *b = pool->backends[index];
 
         if ((tried & backend_bit(pool, b)) || b->failing)
             continue;
@@ -58,7 +64,7 @@ struct backend *backend_pick(struct pool *pool, uint64_t tried)
 bool pool_all_failing(const struct pool *pool)
 {
     for (size_t i = 0; i < pool->count; i++)
-        if (!pool->backends[i].failing)
+        if (!pool->backends[i]->failing)
             return false;
     return pool->count > 0;
 }
@@ -95,13 +101,66 @@ void pool_unreachable(struct pool *pool)
 
 void pool_free(struct pool *pool)
 {
-    health_stop(pool);
-    for (size_t i = 0; i < pool->count; i++) {
-        free(pool->backends[i].name);
-        if (pool->backends[i].addresses != NULL)
-            freeaddrinfo(pool->backends[i].addresses);
-    }
+    for (size_t i = 0; i < pool->count; i++)
+        backend_put(pool->backends[i]);
     free(pool->backends);
     pool->backends = NULL;
     pool->count = 0;
+}
+
+/* True if both lists hold the same addresses in the same order. */
+static bool same_addresses(const struct addrinfo *a, const struct addrinfo *b)
+{
+    for (; a != NULL && b != NULL; a = a->ai_next, b = b->ai_next)
+        if (a->ai_family != b->ai_family || a->ai_addrlen != b->ai_addrlen ||
+            memcmp(a->ai_addr, b->ai_addr, a->ai_addrlen) != 0)
+            return false;
+    return a == NULL && b == NULL;
+}
+
+struct backend *backend_obtain(const char *name, struct addrinfo *addresses)
+{
+    struct backend *b;
+
+    for (b = registry; b != NULL; b = b->registry_next) {
+        if (strcmp(b->name, name) == 0 && same_addresses(b->addresses, addresses)) {
+            freeaddrinfo(addresses);
+            b->refs++;
+            return b;
+        }
+    }
+    /* New, or its name resolves differently now: a backend of its own. The
+     * old one serves the requests of older generations until they end. */
+    b = calloc(1, sizeof *b);
+    if (b == NULL || (b->name = strdup(name)) == NULL) {
+        free(b);
+        freeaddrinfo(addresses);
+        return NULL;
+    }
+    b->addresses = addresses;
+    b->refs = 1;
+    b->registry_next = registry;
+    registry = b;
+    return b;
+}
+
+void backend_put(struct backend *b)
+{
+    struct backend **link;
+
+    if (--b->refs > 0)
+        return;
+    for (link = &registry; *link != b; link = &(*link)->registry_next)
+        ;
+    *link = b->registry_next;
+    health_check_stop(b);
+    upstream_close_idle(b);
+    free(b->name);
+    freeaddrinfo(b->addresses);
+    free(b);
+}
+
+struct backend *backend_first(void)
+{
+    return registry;
 }

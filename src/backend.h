@@ -13,9 +13,16 @@
 struct health_check;
 struct upstream;
 
+/* A backend is shared: every pool of every config generation that lists
+ * the same "HOST:PORT" resolving to the same addresses holds the same
+ * struct backend, so that what rsp learned about it (health, connections
+ * in use, the idle pool) survives a reload. The registry owns them; a
+ * backend lives while some pool holds it (refs). */
 struct backend {
     char *name;                 /* as configured, e.g. "127.0.0.1:8001" */
-    struct addrinfo *addresses; /* resolved once, when the config is loaded */
+    struct addrinfo *addresses; /* resolved when a config naming it was loaded */
+    unsigned refs;              /* the pools holding it */
+    struct backend *registry_next;
     unsigned active;            /* connections serving a request, for least_conn */
     struct upstream *idle;      /* connections waiting for a request (upstream.c) */
     unsigned idle_count;
@@ -24,6 +31,7 @@ struct backend {
     double retry_at;            /* while down: when to try it again (monotonic s) */
     bool failing;               /* active health checks say it is down */
     struct health_check *check; /* its active check, or NULL (health.c) */
+    const struct health_settings *check_wanted; /* scratch for generation_install */
 };
 
 /* Active health checks of a pool's backends (health.c). */
@@ -39,7 +47,7 @@ struct health_settings {
 enum balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
 
 struct pool {
-    struct backend *backends;
+    struct backend **backends;  /* held references */
     size_t count;
     enum balance balance;
     double down_time;           /* seconds a failed backend is skipped */
@@ -79,7 +87,20 @@ void backend_succeeded(struct pool *pool, struct backend *b);
  * a backend answers again). */
 void pool_unreachable(struct pool *pool);
 
-/* Frees the backends and their addresses. */
+/* Releases the pool's backends. */
 void pool_free(struct pool *pool);
+
+/* The registered backend called `name` whose addresses are the same as
+ * `addresses`, with one more reference; or a new one if there is none
+ * (it takes `addresses` over; otherwise they are freed). NULL if out of
+ * memory (`addresses` freed). */
+struct backend *backend_obtain(const char *name, struct addrinfo *addresses);
+
+/* Drops a reference. The last one stops its health check, closes its idle
+ * connections and frees it. */
+void backend_put(struct backend *b);
+
+/* The registered backends, for b = backend_first(); b; b = b->registry_next. */
+struct backend *backend_first(void);
 
 #endif

@@ -513,3 +513,33 @@ void config_free(struct config *config)
     config->router.count = 0;
     config->router.fallback = NULL;
 }
+
+struct config *config_open(const char *path)
+{
+    struct config *c = malloc(sizeof *c);
+
+    if (c == NULL) {
+        config_error(path, "out of memory");
+        return NULL;
+    }
+    if (config_load(path, c) == -1) {
+        free(c);
+        return NULL;
+    }
+    c->refs = 1;
+    return c;
+}
+
+struct config *config_hold(struct config *c)
+{
+    c->refs++;
+    return c;
+}
+
+void config_release(struct config *c)
+{
+    if (--c->refs > 0)
+        return;
+    config_free(c);
+    free(c);
+}

@@ -25,7 +25,13 @@ struct keepalive {
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
+/* A config is one generation of settings: loaded from the file at start
+ * and at every reload, never changed after, and freed when the last of
+ * its holders lets go (refs): the current-generation slot
+ * (generation.c) and every relay serving a request that began under it. */
 struct config {
+    unsigned refs;
+    unsigned generation;        /* 1 at start, one more per reload (generation.c) */
     char *listen_host;          /* NULL: every local address */
     char listen_port[6];        /* "1".."65535" */
     struct pool default_pool;   /* the default site; used if router.fallback */
@@ -69,6 +75,16 @@ struct config {
  * naming the file and the setting to stderr and returns -1; otherwise fills
  * *config and returns 0. */
 int config_load(const char *path, struct config *config);
+
+/* config_load into a new heap-allocated config, with one reference.
+ * NULL on any problem (the message is printed). */
+struct config *config_open(const char *path);
+
+/* One more reference to c; returns c. */
+struct config *config_hold(struct config *c);
+
+/* Drops a reference; the last frees c (and releases its backends). */
+void config_release(struct config *c);
 
 /* The pools of the config, one by one for i = 0, 1, ...: the default
  * site's, the named pools, and the sites' own; NULL past the last. */

@@ -17,9 +17,10 @@
 /* Resolves entry `index` (1-based) of a backends list, "HOST:PORT".
  * `setting` names the list in messages. */
 static int read_backend(const char *path, const char *setting, int index, const char *text,
-                        struct backend *b)
+                        struct backend **b)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    struct addrinfo *addresses;
     char host[256], port_text[6];
     const char *port;
     int rc;
@@ -35,15 +36,15 @@ static int read_backend(const char *path, const char *setting, int index, const 
         return -1;
     }
     snprintf(port_text, sizeof port_text, "%d", net_parse_port(port));
-    rc = getaddrinfo(host, port_text, &hints, &b->addresses);
+    rc = getaddrinfo(host, port_text, &hints, &addresses);
     if (rc != 0) {
-        b->addresses = NULL;
         config_error(path, "setting '%s', entry %d: cannot resolve \"%s\": %s", setting, index, host,
                      rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -1;
     }
-    b->name = strdup(text);
-    if (b->name == NULL) {
+    /* The same backend as in the running generation, if it is there. */
+    *b = backend_obtain(text, addresses);
+    if (*b == NULL) {
         config_error(path, "out of memory");
         return -1;
     }
@@ -89,15 +90,16 @@ static int read_backend_list(lua_State *L, const char *path, const char *setting
             rc = -1;
         } else {
             for (size_t j = 0; j < i && rc == 0; j++) {
-                if (strcmp(pool->backends[j].name, text) == 0) {
+                if (strcmp(pool->backends[j]->name, text) == 0) {
                     config_error(path, "setting '%s', entry %d: \"%.100s\" is listed twice",
                                  setting, index, text);
                     rc = -1;
                 }
             }
             if (rc == 0) {
-                pool->count = i + 1; /* so that pool_free releases this entry too */
                 rc = read_backend(path, setting, index, text, &pool->backends[i]);
+                if (rc == 0)
+                    pool->count = i + 1; /* pool_free releases what is counted */
             }
         }
         lua_pop(L, 1);

@@ -387,8 +387,10 @@ static void parse_head(struct relay *relay)
         }
         http_request_init(x->request);
     }
-    if (x->head_started == 0)
+    if (x->head_started == 0) {
         x->head_started = reactor_now();
+        relay_use_current_config(relay);
+    }
     rc = http_parse_request(x->request, relay_bytes(relay), buffer_length(&relay->head),
                             &relay->config->limits);
     if (rc == HTTP_DONE)

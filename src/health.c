@@ -32,7 +32,7 @@ struct health_check {
     struct epoll_event_handler handler;  /* fd -1 while WAITING */
     struct timer timer;
     struct backend *backend;
-    const struct health_settings *settings;
+    struct health_settings settings;     /* a copy: generations come and go */
     enum check_state state;
     double started;                      /* when this check began */
     char request[1024];
@@ -59,7 +59,7 @@ static void close_socket(struct health_check *check)
 /* Waits for the next check, `interval` after this one started. */
 static void wait_next(struct health_check *check)
 {
-    double next = check->started + check->settings->interval;
+    double next = check->started + check->settings.interval;
 
     check->state = CHECK_WAITING;
     if (next < reactor_now())
@@ -78,7 +78,7 @@ static void check_done(struct health_check *check, bool passed, const char *why)
     if (passed) {
         check->failures = 0;
         check->passes++;
-        if (b->failing && check->passes >= check->settings->rise) {
+        if (b->failing && check->passes >= check->settings.rise) {
             b->failing = false;
             log_msg("backend %s is up: health check passed %u time%s in a row", b->name,
                     check->passes, check->passes == 1 ? "" : "s");
@@ -86,7 +86,7 @@ static void check_done(struct health_check *check, bool passed, const char *why)
     } else {
         check->passes = 0;
         check->failures++;
-        if (!b->failing && check->failures >= check->settings->fall) {
+        if (!b->failing && check->failures >= check->settings.fall) {
             b->failing = true;
             log_msg("backend %s is down: health check failed %u time%s in a row (%s)", b->name,
                     check->failures, check->failures == 1 ? "" : "s", why);
@@ -210,7 +210,7 @@ static void start_check(struct health_check *check)
         return;
     }
     check->state = CHECK_CONNECTING;
-    if (timer_arm(&check->timer, check->started + check->settings->timeout) == -1) {
+    if (timer_arm(&check->timer, check->started + check->settings.timeout) == -1) {
         log_msg("out of memory: a health check of %s has no timeout", check->backend->name);
     }
 }
@@ -225,49 +225,52 @@ static void check_timer_fired(struct timer *timer)
         start_check(check);
         return;
     }
-    snprintf(why, sizeof why, "no answer within %g s", check->settings->timeout);
+    snprintf(why, sizeof why, "no answer within %g s", check->settings.timeout);
     check_done(check, false, why);
 }
 
-int health_start(struct pool *pool)
+int health_check_start(struct backend *b, const struct health_settings *settings)
 {
-    if (!pool->health.enabled)
-        return 0;
-    for (size_t i = 0; i < pool->count; i++) {
-        struct backend *b = &pool->backends[i];
-        struct health_check *check = calloc(1, sizeof *check);
-        int n;
+    struct health_check *check = calloc(1, sizeof *check);
+    int n;
 
-        if (check == NULL) {
-            log_msg("out of memory starting health checks");
-            health_stop(pool);
-            return -1;
-        }
-        check->handler = (struct epoll_event_handler){ -1, check_handle, check };
-        timer_init(&check->timer, check_timer_fired);
-        check->backend = b;
-        check->settings = &pool->health;
-        n = snprintf(check->request, sizeof check->request,
-                     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rsp-health-check\r\n"
-                     "Connection: close\r\n\r\n", pool->health.path, b->name);
-        check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
-        b->check = check;
-        check->started = reactor_now() - pool->health.interval; /* the first check: now */
-        wait_next(check);
+    if (check == NULL) {
+        log_msg("out of memory starting health checks of %s", b->name);
+        return -1;
     }
+    check->handler = (struct epoll_event_handler){ -1, check_handle, check };
+    timer_init(&check->timer, check_timer_fired);
+    check->backend = b;
+    check->settings = *settings;
+    n = snprintf(check->request, sizeof check->request,
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rsp-health-check\r\n"
+                 "Connection: close\r\n\r\n", settings->path, b->name);
+    check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
+    b->check = check;
+    check->started = reactor_now() - settings->interval; /* the first check: now */
+    wait_next(check);
     return 0;
 }
 
-void health_stop(struct pool *pool)
+bool health_check_runs(const struct backend *b, const struct health_settings *settings)
 {
-    for (size_t i = 0; i < pool->count; i++) {
-        struct health_check *check = pool->backends[i].check;
+    const struct health_settings *s;
 
-        if (check == NULL)
-            continue;
-        close_socket(check);
-        timer_disarm(&check->timer);
-        free(check);
-        pool->backends[i].check = NULL;
-    }
+    if (b->check == NULL)
+        return false;
+    s = &b->check->settings;
+    return strcmp(s->path, settings->path) == 0 && s->interval == settings->interval &&
+           s->timeout == settings->timeout && s->rise == settings->rise && s->fall == settings->fall;
+}
+
+void health_check_stop(struct backend *b)
+{
+    struct health_check *check = b->check;
+
+    if (check == NULL)
+        return;
+    close_socket(check);
+    timer_disarm(&check->timer);
+    free(check);
+    b->check = NULL;
 }

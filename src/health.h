@@ -13,13 +13,15 @@
 
 #include "backend.h"
 
-/* Starts checking every backend of the pool, if its settings enable
- * checks; the first checks start at once. Returns 0, or -1 if out of
- * memory (after logging; nothing is left running). */
-int health_start(struct pool *pool);
+/* Starts checking backend b with these settings (copied); the first
+ * check starts at once. Returns 0, or -1 if out of memory (logged). */
+int health_check_start(struct backend *b, const struct health_settings *settings);
 
-/* Stops the pool's checks (closing any under way) and frees them. Safe to
- * call for a pool without checks. Call before the reactor is closed. */
-void health_stop(struct pool *pool);
+/* True if b is checked, with these very settings. */
+bool health_check_runs(const struct backend *b, const struct health_settings *settings);
+
+/* Stops b's check (closing its socket, if one is open) and frees it. Safe
+ * for a backend without one. Call before the reactor is closed. */
+void health_check_stop(struct backend *b);
 
 #endif

@@ -3,6 +3,7 @@
 #include "listener.h"
 
 #include "clock.h"
+#include "generation.h"
 #include "log.h"
 #include "net.h"
 #include "reactor.h"
@@ -27,7 +28,6 @@
 
 struct listener {
     struct epoll_event_handler handler;
-    struct config *config;
     struct relay_set *relays;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
@@ -178,13 +178,13 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
         report_overflow(listener, true);
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
-        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config,
+        if (relay_start(client_fd, (struct sockaddr *)&address, length, generation_current(),
                         listener->relays) == -1)
             close(client_fd);
     }
 }
 
-struct listener *listener_start(int listen_fd, struct config *config, struct relay_set *relays)
+struct listener *listener_start(int listen_fd, struct relay_set *relays)
 {
     struct listener *listener = calloc(1, sizeof *listener);
 
@@ -195,7 +195,6 @@ struct listener *listener_start(int listen_fd, struct config *config, struct rel
     listener->handler.fd = listen_fd;
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
-    listener->config = config;
     listener->relays = relays;
     timer_init(&listener->resume, resume_listening);
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

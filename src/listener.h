@@ -2,15 +2,14 @@
 #ifndef RSP_LISTENER_H
 #define RSP_LISTENER_H
 
-struct config;
 struct listener;
 struct relay_set;
 
 /* Watches the non-blocking listening socket listen_fd. Every client that
- * arrives is handed to a new relay in `relays`, which serves its request
- * as config says. Both must outlive the listener. Returns the listener,
+ * arrives is handed to a new relay in `relays`, which serves it under the
+ * current config generation. `relays` must outlive the listener. Returns the listener,
  * or NULL after logging why (the caller still owns listen_fd). */
-struct listener *listener_start(int listen_fd, struct config *config, struct relay_set *relays);
+struct listener *listener_start(int listen_fd, struct relay_set *relays);
 
 /* Stops accepting: closes the listening socket and frees the listener. */
 void listener_stop(struct listener *listener);

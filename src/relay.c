@@ -16,6 +16,8 @@
 #include "relay.h"
 #include "relay_private.h"
 
+#include "generation.h"
+
 #include "connection.h"
 #include "log.h"
 #include "timer.h"
@@ -99,6 +101,7 @@ static void relay_close(struct relay *relay)
     connection_close(&relay->client);
     exchange_free(relay);
     buffer_free(&relay->head);
+    config_release(relay->config);
     relay->deferred.release = relay_release;
     reactor_defer(&relay->deferred);
 }
@@ -223,6 +226,16 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
+void relay_use_current_config(struct relay *relay)
+{
+    struct config *current = generation_current();
+
+    if (relay->config == current)
+        return;
+    config_release(relay->config);
+    relay->config = config_hold(current);
+}
+
 void relay_close_all(struct relay_set *set)
 {
     while (set->first != NULL)
@@ -246,7 +259,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     set->first = relay;
     if (++set->count > set->peak)
         set->peak = set->count;
-    relay->config = config;
+    relay->config = config_hold(config);
     relay->x.phase = PHASE_HEAD;
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;

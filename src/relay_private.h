@@ -86,7 +86,7 @@ struct relay {
     struct relay_set *set;           /* the relays alive, a list through prev/next */
     struct relay *prev, *next;
     struct connection client;
-    struct config *config;
+    struct config *config;           /* held: the generation its request began in */
     struct buffer head;              /* what the client sent that is not used yet: the
                                         request head, and whatever came after it */
     unsigned served;                 /* exchanges finished on this connection */
@@ -158,6 +158,11 @@ void exchange_free(struct relay *relay);
  * closes the relay if it is finished, or else brings both epoll
  * registrations and the timer up to date. */
 void relay_settle_or_close(struct relay *relay);
+
+/* A new request begins: the relay lets go of the generation it held and
+ * holds the current one. Only between requests: an exchange in progress
+ * points into its generation's pools. */
+void relay_use_current_config(struct relay *relay);
 
 /* relay_time.c */
 

@@ -3,13 +3,12 @@
  *
  * Usage: rsp CONFIG.lua */
 #include "config.h"
-#include "health.h"
+#include "generation.h"
 #include "listener.h"
 #include "log.h"
 #include "net.h"
 #include "reactor.h"
 #include "relay.h"
-#include "upstream.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -99,37 +98,9 @@ static int watch_stop_signals(struct epoll_event_handler *handler)
     return 0;
 }
 
-/* Starts the active health checks of every pool that has them. */
-static int start_health_checks(struct config *config)
-{
-    struct pool *pool;
-
-    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++) {
-        if (health_start(pool) == -1)
-            return -1;
-        if (pool->health.enabled)
-            log_msg("health checks: GET %s every %g s (timeout %g s, rise %u, fall %u) for %zu "
-                    "backend%s", pool->health.path, pool->health.interval, pool->health.timeout,
-                    pool->health.rise, pool->health.fall, pool->count, pool->count == 1 ? "" : "s");
-    }
-    return 0;
-}
-
-/* Stops the health checks and closes the idle backend connections. */
-static void stop_backends(struct config *config)
-{
-    struct pool *pool;
-
-    for (size_t i = 0; (pool = config_pool_at(config, i)) != NULL; i++) {
-        health_stop(pool);
-        for (size_t j = 0; j < pool->count; j++)
-            upstream_close_idle(&pool->backends[j]);
-    }
-}
-
 int main(int argc, char *argv[])
 {
-    struct config config;
+    struct config *config;
     struct relay_set relays = { NULL, 0, 0 };
     struct epoll_event_handler stopper;
     struct listener *listener;
@@ -139,7 +110,8 @@ int main(int argc, char *argv[])
         fprintf(stderr, "usage: rsp CONFIG.lua\n");
         return 2;
     }
-    if (config_load(argv[1], &config) == -1)
+    config = config_open(argv[1]);
+    if (config == NULL)
         return 1;
 
     /* A client that disconnects while we write to it must give us EPIPE,
@@ -152,28 +124,29 @@ int main(int argc, char *argv[])
         goto out_config;
     if (watch_stop_signals(&stopper) == -1)
         goto out_reactor;
-    listen_fd = net_listen(config.listen_host, config.listen_port);
+    listen_fd = net_listen(config->listen_host, config->listen_port);
     if (listen_fd == -1)
         goto out_signals;
-    listener = listener_start(listen_fd, &config, &relays);
+    listener = listener_start(listen_fd, &relays);
     if (listener == NULL) {
         close(listen_fd);
         goto out_signals;
     }
-    log_startup(&config);
-    if (start_health_checks(&config) == -1)
-        goto out_listener;
-    printf("Started. Listening on port %s.\n", config.listen_port);
+    log_startup(config);
+    /* The first generation: from here on the config belongs to it. */
+    generation_install(config);
+    config = NULL;
+    printf("Started. Listening on port %s.\n", generation_current()->listen_port);
     fflush(stdout);
 
     status = reactor_run() == 0 ? 0 : 1;
 
     /* Stopping: every connection is closed where it stands (chapter 10
      * lets them finish first), and everything is freed, so that a leak
-     * checker at exit sees only real leaks. */
+     * checker at exit sees only real leaks. The last generation takes its
+     * backends with it: their health checks and idle connections. */
     relay_close_all(&relays);
-out_listener:
-    stop_backends(&config);
+    generation_clear();
     listener_stop(listener);
 out_signals:
     if (reactor_remove(&stopper) == -1 || close(stopper.fd) == -1)
@@ -181,6 +154,7 @@ out_signals:
 out_reactor:
     reactor_close();
 out_config:
-    config_free(&config);
+    if (config != NULL)
+        config_release(config);
     return status;
 }
