@@ -3,7 +3,9 @@
 #   make stages     build every tutorial stage
 #   make run        serve the demo site through rsp on http://localhost:8000
 #   make test       ./run_integration_tests (every stage and src/)
-#   make install    install src/rsp into $(DESTDIR)$(PREFIX)/bin
+#   make install    install rsp, its config, systemd unit and logrotate file
+#                   (PREFIX=/usr/local, DESTDIR=; see dist/ and README.md)
+#   make uninstall  remove them again, except /etc/rsp and the logs
 #   make diffs      regenerate each stage's CHANGES.diff
 #   make demos      build the stages and run every chapter's demos (tools/run-demos)
 #   make asan       build src/ with AddressSanitizer + UBSan into build/asan/rsp
@@ -13,6 +15,10 @@
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+DOCDIR ?= $(PREFIX)/share/doc/rsp
+UNITDIR ?= /lib/systemd/system
+# Who owns /var/log/rsp when root installs: the `user` of dist/rsp.lua.
+LOG_OWNER ?= www-data:adm
 STAGES := $(sort $(wildcard stages/[0-9][0-9]-*))
 
 # The sanitizer build: src/ is copied into build/asan and built there, so
@@ -37,12 +43,31 @@ run: src/rsp
 test:
 	./run_integration_tests
 
-install: src/rsp
-	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 src/rsp $(DESTDIR)$(BINDIR)/rsp
+# The config is installed only if there is none: an operator's is never
+# overwritten (the example is always in $(DOCDIR)). The unit gets the real
+# path of the binary. /etc/rsp and /var/log/rsp stay on uninstall.
+install: src/rsp dist/rsp.lua dist/rsp.service.in dist/rsp.logrotate
+	install -D -m 0755 src/rsp $(DESTDIR)$(BINDIR)/rsp
+	install -D -m 0644 dist/rsp.lua $(DESTDIR)$(DOCDIR)/rsp.lua.example
+	@if [ -e $(DESTDIR)/etc/rsp/rsp.lua ]; then \
+	  echo "$(DESTDIR)/etc/rsp/rsp.lua exists: left as it is (the example is $(DESTDIR)$(DOCDIR)/rsp.lua.example)"; \
+	else \
+	  echo "install -D -m 0644 dist/rsp.lua $(DESTDIR)/etc/rsp/rsp.lua"; \
+	  install -D -m 0644 dist/rsp.lua $(DESTDIR)/etc/rsp/rsp.lua; \
+	fi
+	sed -e 's|@BINDIR@|$(BINDIR)|g' dist/rsp.service.in | install -D -m 0644 /dev/stdin $(DESTDIR)$(UNITDIR)/rsp.service
+	install -D -m 0644 dist/rsp.logrotate $(DESTDIR)/etc/logrotate.d/rsp
+	install -d -m 0755 $(DESTDIR)/var/log/rsp
+	@if [ "$$(id -u)" = 0 ]; then \
+	  echo "chown $(LOG_OWNER) $(DESTDIR)/var/log/rsp"; \
+	  chown $(LOG_OWNER) $(DESTDIR)/var/log/rsp || \
+	    echo "make install: warning: $(DESTDIR)/var/log/rsp is root's: make it writable by rsp's user" >&2; \
+	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/rsp
+	rm -f $(DESTDIR)$(BINDIR)/rsp $(DESTDIR)$(UNITDIR)/rsp.service $(DESTDIR)/etc/logrotate.d/rsp
+	rm -f $(DESTDIR)$(DOCDIR)/rsp.lua.example
+	if [ -d $(DESTDIR)$(DOCDIR) ]; then rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR); fi
 
 diffs:
 	tools/stage-check --fix

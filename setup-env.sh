@@ -23,6 +23,8 @@ PACKAGES=(
   wrk                    # keep-alive load for bench/run
   gnuplot-nox            # bench/run's plot (PNG)
   haproxy                # bench/keepalive compares rsp with HAProxy too
+  goaccess               # the access log tests check that goaccess reads rsp's log
+  logrotate              # the install tests check the logrotate snippet (dist/)
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -72,6 +74,8 @@ command -v patch >/dev/null || { echo "setup-env.sh: patch is missing" >&2; exit
 command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; exit 1; }
 [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || { echo "setup-env.sh: haproxy is missing" >&2; exit 1; }
 command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
+command -v goaccess >/dev/null || { echo "setup-env.sh: goaccess is missing" >&2; exit 1; }
+[ -x /usr/sbin/logrotate ] || command -v logrotate >/dev/null || { echo "setup-env.sh: logrotate is missing" >&2; exit 1; }
 # The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.
 printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
   clang -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null ||

@@ -253,6 +253,19 @@ def stage9_settings(listen_port, backends, options=None):
     return _settings_adding(STAGE9_OPTIONS, stage8_settings, listen_port, backends, options)
 
 
+# Stage 10 adds operations: shutdown_timeout (seconds a SIGTERM waits for
+# requests in flight), access_log (a file path; off by default),
+# access_log_format ("combined" or "timed") and user (the user rsp drops
+# to after binding, when started as root).
+STAGE10_OPTIONS = ("shutdown_timeout", "access_log", "access_log_format", "user")
+
+
+def stage10_settings(listen_port, backends, options=None):
+    """The stage 10 config globals, as Lua source text: those of stage 09
+    plus any of STAGE10_OPTIONS given in `options`."""
+    return _settings_adding(STAGE10_OPTIONS, stage9_settings, listen_port, backends, options)
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -266,8 +279,14 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     `backends` may be empty when there is a route (or when the test wants
     a config rsp must refuse: nothing here checks that one is valid); from
     stage 08 also the timeouts and health_check (see STAGE8_OPTIONS); from
-    stage 09 also the keep-alive settings (see STAGE9_OPTIONS)."""
+    stage 09 also the keep-alive settings (see STAGE9_OPTIONS); from
+    stage 10 also shutdown_timeout, access_log, access_log_format and user
+    (see STAGE10_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
+    again with the same port, this rewrites it (for a reload)."""
     options = dict(options or {})
+    if stage <= 9 and set(options) & set(STAGE10_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE10_OPTIONS)))} (stage 10 on)")
     if stage <= 8 and set(options) & set(STAGE9_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE9_OPTIONS)))} (stage 09 on)")
@@ -300,8 +319,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = stage7_config(listen_port, backends, options)
     elif stage <= 8:  # the same, plus the timeouts and health checks
         text = stage7_config(listen_port, backends, options, settings=stage8_settings)
-    else:             # the same, plus keep-alive and backend pooling
+    elif stage <= 9:  # the same, plus keep-alive and backend pooling
         text = stage7_config(listen_port, backends, options, settings=stage9_settings)
+    else:             # the same, plus shutdown_timeout, the access log and user
+        text = stage7_config(listen_port, backends, options, settings=stage10_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)
@@ -440,6 +461,7 @@ class Proxy:
     def __init__(self, binary, args, port, workdir, nofile=None, pooled=0):
         self.binary = binary
         self.pooled = pooled
+        self.stopped_by_test = False  # see wait_exit()
         self.args = args
         self.port = port
         self.host = LOOPBACK
@@ -531,7 +553,10 @@ class Proxy:
         # A proxy that died just before we looked at it ends with its own
         # status, not with the one our SIGTERM gives it.
         code = self.process.returncode
-        if not was_running or code not in (-signal.SIGTERM, 0):
+        # A test that stopped the proxy itself (wait_exit) asserted the
+        # status it expects; an exit with status 0 is then no problem here.
+        stopped_cleanly = self.stopped_by_test and not was_running and code == 0
+        if not stopped_cleanly and (not was_running or code not in (-signal.SIGTERM, 0)):
             how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
             problems.insert(0, f"rsp was not running at the end of the test: it {how}")
         stderr = self.stderr()
@@ -542,6 +567,19 @@ class Proxy:
         if problems:
             problems.append(self.describe())
         return problems
+
+    def wait_exit(self, timeout):
+        """For a test that stops the proxy itself (a SIGTERM or SIGINT of
+        its own, stage 10 on): waits up to `timeout` seconds for the
+        process to exit and returns its exit status (negative: killed by
+        that signal), or None if it is still running. From then on the
+        teardown check accepts that the proxy is gone if it exited with
+        status 0."""
+        self.stopped_by_test = True
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def stop(self):
         if self.process.poll() is None:

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <lauxlib.h>
+#include <pwd.h>
 #include <lua.h>
 #include <luajit.h>
 #include <lualib.h>
@@ -28,6 +29,7 @@
 #define DEFAULT_IDLE_TIMEOUT 300.0
 #define DEFAULT_ROUTE_TIME_LIMIT 0.1
 #define DEFAULT_KEEPALIVE_TIMEOUT 75.0
+#define DEFAULT_SHUTDOWN_TIMEOUT 10.0
 #define DEFAULT_KEEPALIVE_REQUESTS 1000
 #define DEFAULT_BACKEND_KEEPALIVE 32
 #define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
@@ -337,13 +339,65 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
     return 0;
 }
 
+/* Reads an optional string setting: a non-empty string without zero
+ * bytes, copied to *out (NULL when the setting is not there). */
+static int read_text(lua_State *L, const char *path, const char *name, char **out)
+{
+    int rc = 0;
+
+    config_global(L, name);
+    *out = NULL;
+    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
+        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
+        *out = strdup(lua_tostring(L, -1));
+        if (*out == NULL) {
+            config_error(path, "out of memory");
+            rc = -1;
+        }
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s' must be a non-empty string", name);
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* shutdown_timeout, access_log, access_log_format and user. */
+static int read_operations(lua_State *L, const char *path, struct operations *o)
+{
+    char *format = NULL;
+    int rc = -1;
+
+    if (read_number(L, path, "shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT, 0, 86400,
+                    &o->shutdown_timeout) == -1 ||
+        read_text(L, path, "access_log", &o->access_log) == -1 ||
+        read_text(L, path, "access_log_format", &format) == -1 ||
+        read_text(L, path, "user", &o->user) == -1)
+        goto out;
+    if (format != NULL && strcmp(format, "timed") != 0 && strcmp(format, "combined") != 0) {
+        config_error(path, "setting 'access_log_format' must be \"combined\" or \"timed\", not \"%.100s\"",
+                     format);
+        goto out;
+    }
+    o->access_log_timed = format != NULL && strcmp(format, "timed") == 0;
+    if (o->user != NULL && getpwnam(o->user) == NULL) {
+        config_error(path, "setting 'user': there is no user \"%.100s\" on this system", o->user);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(format);
+    return rc;
+}
+
 /* The settings rsp reads, for config_warn_strays. */
 static const char *const settings[] = {
     "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
     "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
-    "backend_keepalive", "backend_idle_timeout", NULL,
+    "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
+    "access_log_format", "user", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -450,6 +504,7 @@ int config_load(const char *path, struct config *config)
         read_policy(L, path, &config->policy) == 0 &&
         read_timeouts(L, path, &config->timeouts) == 0 &&
         read_keepalive(L, path, &config->keepalive) == 0 &&
+        read_operations(L, path, &config->operations) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
@@ -496,6 +551,9 @@ void config_free(struct config *config)
     route_hook_free(&config->route);
     free(config->listen_host);
     config->listen_host = NULL;
+    free(config->operations.access_log);
+    free(config->operations.user);
+    config->operations.access_log = config->operations.user = NULL;
     pool_free(&config->default_pool);
     for (size_t i = 0; i < config->pool_count; i++) {
         free(config->pools[i].name);

@@ -29,7 +29,10 @@
  * response has ended where its framing says, the backend connection goes
  * back to its pool and, if the client connection stays open, the next
  * exchange begins (relay.c calls exchange_next). */
+#define _GNU_SOURCE /* memmem */
 #include "relay_private.h"
+
+#include "access_log.h"
 
 #include "backend.h"
 #include "config.h"
@@ -47,6 +50,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 
 /* What a backend's response head may be: as large as a client's may, and
@@ -102,14 +106,14 @@ static bool is_head_request(const struct relay *relay)
 }
 
 /* True if the client connection may carry another request after this
- * one: the client wants it, the config allows it, and this is not the
- * last request keepalive_requests allows. */
+ * one: the client wants it, the config allows it, this is not the last
+ * request keepalive_requests allows, and rsp is not stopping. */
 static bool client_may_stay(const struct relay *relay)
 {
     const struct keepalive *k = &relay->config->keepalive;
 
     return relay->x.client_keep_alive && k->timeout > 0 && relay->served + 1 < k->requests &&
-           !relay->client.read_done;
+           !relay->client.read_done && !relay->set->draining;
 }
 
 /* How the response must say the client connection goes on. */
@@ -142,6 +146,7 @@ static void response_finished(struct relay *relay)
     struct exchange *x = &relay->x;
 
     x->response_done = true;
+    x->response_ended = reactor_now();
     if (x->phase == PHASE_SENT || x->phase == PHASE_DRAIN)
         finish_upstream(relay, x->upstream_reusable);
     /* Otherwise the backend answered before it had the whole body: it
@@ -156,13 +161,102 @@ static void response_finished(struct relay *relay)
 
 static void consume_request(struct relay *relay, size_t used);
 
-/* Sends an answer of rsp's own instead of a backend's: data (or nothing
- * more if reply_error queued it already). */
+/* Appends one field for the log to x->log_fields, recording its length
+ * in slot i (data NULL: not there). Returns 0 or -1. */
+static int keep_field(struct exchange *x, int i, const char *data, size_t length)
+{
+    x->log_lengths[i] = data == NULL ? SIZE_MAX : length;
+    return data == NULL ? 0 : buffer_append(&x->log_fields, data, length);
+}
+
+/* The value of the request header `name`, or NULL. */
+static const char *request_header(const struct relay *relay, const char *name, size_t *length)
+{
+    const struct http_request *rq = relay->x.request;
+    const char *buf = relay_bytes(relay);
+    size_t n = strlen(name);
+
+    for (size_t i = 0; i < rq->header_count; i++) {
+        const struct http_header *h = &rq->headers[i];
+        if (h->name.length == n && strncasecmp(buf + h->name.offset, name, n) == 0) {
+            *length = h->value.length;
+            return buf + h->value.offset;
+        }
+    }
+    return NULL;
+}
+
+/* Copies what the access log needs of the request (its head is gone by
+ * the time the response ends): the request line as far as it came (up to
+ * its end of line, at most max_line bytes), and, from a whole head,
+ * Referer and User-Agent. Once per exchange; nothing without a log. */
+static void log_request_fields(struct relay *relay)
+{
+    struct exchange *x = &relay->x;
+    const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *eol;
+    size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0;
+
+    if (!access_log_enabled() || x->log_captured || have == 0)
+        return;
+    if (have > relay->config->limits.max_line)
+        have = relay->config->limits.max_line;
+    eol = memchr(buf, '\n', have);
+    line = eol != NULL ? (size_t)(eol - buf) : have;
+    if (line > 0 && buf[line - 1] == '\r')
+        line--;
+    if (x->request != NULL && x->request->head_length > 0) {
+        referer = request_header(relay, "Referer", &referer_length);
+        agent = request_header(relay, "User-Agent", &agent_length);
+    }
+    if (keep_field(x, 0, buf, line) == -1 || keep_field(x, 1, referer, referer_length) == -1 ||
+        keep_field(x, 2, agent, agent_length) == -1) {
+        buffer_free(&x->log_fields);
+        return; /* out of memory: this request goes unlogged */
+    }
+    x->log_captured = true;
+}
+
+/* Writes the exchange's access log line, if it had a request: with the
+ * status the client got, or 499 (nginx's "client closed request") if it
+ * left before any answer. */
+static void log_exchange(struct relay *relay)
+{
+    struct exchange *x = &relay->x;
+    const char *fields = buffer_bytes(&x->log_fields);
+    struct access_entry e;
+    struct log_text text[3];
+
+    if (!access_log_enabled() || !x->log_captured)
+        return;
+    for (int i = 0; i < 3; i++) {
+        size_t length = x->log_lengths[i];
+        text[i] = (struct log_text){ length == SIZE_MAX ? NULL : fields, length == SIZE_MAX ? 0 : length };
+        if (length != SIZE_MAX)
+            fields += length;
+    }
+    e = (struct access_entry){
+        .client = relay->client_address,
+        .request = text[0],
+        .status = x->status != 0 ? x->status : 499,
+        .body_bytes = x->body_bytes,
+        .referer = text[1],
+        .agent = text[2],
+        .seconds = (x->response_ended > 0 ? x->response_ended : reactor_now()) - x->head_started,
+        .backend = x->status != 0 && x->response_began && x->current != NULL ? x->current->name : NULL,
+    };
+    access_log_write(&e);
+}
+
+/* Sends an answer of rsp's own instead of a backend's: data, a whole
+ * response as reply_append writes it ("HTTP/1.1 NNN ...", head, body). */
 static void answer_ourselves(struct relay *relay, const char *data, size_t length)
 {
     struct exchange *x = &relay->x;
+    const char *end = memmem(data, length, "\r\n\r\n", 4);
 
     connection_write(&relay->client, data, length);
+    x->status = length > 12 ? atoi(data + 9) : 0;
+    x->body_bytes += end != NULL ? length - (size_t)(end + 4 - data) : 0;
     x->response_started = true;
     x->phase = x->keep_client ? PHASE_SENT : PHASE_DRAIN;
     /* The connection stays: the next request follows the head in the
@@ -175,6 +269,7 @@ static void answer_ourselves(struct relay *relay, const char *data, size_t lengt
 void relay_fail_request(struct relay *relay, int status)
 {
     struct exchange *x = &relay->x;
+    struct buffer answer = BUFFER_INIT;
 
     relay_release_backend(relay);
     if (x->response_started) {
@@ -186,9 +281,17 @@ void relay_fail_request(struct relay *relay, int status)
     x->keep_client = x->request_complete && client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    reply_error(&relay->client, status, is_head_request(relay),
-                response_connection_line(client_connection(relay)));
-    answer_ourselves(relay, NULL, 0);
+    log_request_fields(relay);
+    if (reply_error(&answer, status, is_head_request(relay),
+                    response_connection_line(client_connection(relay))) == -1) {
+        log_msg("out of memory answering %d", status);
+        buffer_free(&answer);
+        x->phase = PHASE_DRAIN;
+        connection_fail(&relay->client);
+        return;
+    }
+    answer_ourselves(relay, buffer_bytes(&answer), buffer_length(&answer));
+    buffer_free(&answer);
 }
 
 /* A connect to x->address failed with `error`. If that is our own
@@ -341,6 +444,7 @@ static void request_ready(struct relay *relay)
     const char *buf = relay_bytes(relay);
     int status = request_check(x->request, buf, &relay->config->policy, &x->info);
 
+    log_request_fields(relay);
     x->head_method = is_head_request(relay);
     if (status != 0) {
         relay_fail_request(relay, status);
@@ -552,6 +656,7 @@ void exchange_next(struct relay *relay)
     *x = fresh;
     x->replay = (struct buffer)BUFFER_INIT;
     x->response_head = (struct buffer)BUFFER_INIT;
+    x->log_fields = (struct buffer)BUFFER_INIT;
     relay->served++;
     relay->idle_since = reactor_now();
     if (buffer_length(&relay->head) > 0)
@@ -568,12 +673,20 @@ static void bad_response(struct relay *relay, const char *what)
     relay_fail_request(relay, 502);
 }
 
+/* Bytes of a response body (or of a tunnel) for the client, counted for
+ * the access log. */
+static void to_client(struct relay *relay, const char *data, size_t len)
+{
+    relay->x.body_bytes += len;
+    connection_write(&relay->client, data, len);
+}
+
 /* Takes the chunked coding off for an HTTP/1.0 client (body.h's on_data). */
 static void dechunked_data(void *context, const char *data, size_t len)
 {
     struct relay *relay = context;
 
-    connection_write(&relay->client, data, len);
+    to_client(relay, data, len);
 }
 
 /* Bytes of the response body. */
@@ -583,7 +696,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
     ssize_t n;
 
     if (x->framing == FRAMING_CLOSE) {
-        connection_write(&relay->client, data, len);
+        to_client(relay, data, len);
         return;
     }
     if (x->response_done) {
@@ -598,7 +711,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
         return;
     }
     if (!x->dechunk)
-        connection_write(&relay->client, data, (size_t)n);
+        to_client(relay, data, (size_t)n);
     if (x->response_body.done) {
         if ((size_t)n < len)
             x->upstream_reusable = false;
@@ -648,6 +761,7 @@ static int start_response(struct relay *relay, const char *buf)
     connection_write(&relay->client, out.data, buffer_length(&out));
     buffer_free(&out);
     x->response_started = true;
+    x->status = x->response->status;
     if (info.framing == FRAMING_LENGTH)
         body_framer_init_length(&x->response_body, info.length);
     else if (info.framing == FRAMING_CHUNKED)
@@ -720,7 +834,7 @@ static void response_head(struct relay *relay, const char *data, size_t len)
         struct buffer rest = x->response_head;
         x->response_head = (struct buffer)BUFFER_INIT;
         if (x->phase == PHASE_TUNNEL) {
-            connection_write(&relay->client, buffer_bytes(&rest) + used, have - used);
+            to_client(relay, buffer_bytes(&rest) + used, have - used);
         } else if (x->framing == FRAMING_NONE) {
             if (have > used)
                 x->upstream_reusable = false; /* bytes after a response without a body */
@@ -749,7 +863,7 @@ static void response_data(struct relay *relay, const char *data, size_t len)
         buffer_free(&x->replay); /* the connection was alive after all */
     }
     if (x->phase == PHASE_TUNNEL)
-        connection_write(&relay->client, data, len);
+        to_client(relay, data, len);
     else if (head_pending(x))
         response_head(relay, data, len);
     else
@@ -839,6 +953,8 @@ void exchange_free(struct relay *relay)
 {
     struct exchange *x = &relay->x;
 
+    log_exchange(relay);
+    buffer_free(&x->log_fields);
     relay_release_backend(relay);
     free(x->request);
     x->request = NULL;

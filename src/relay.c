@@ -104,6 +104,28 @@ static void relay_close(struct relay *relay)
     config_release(relay->config);
     relay->deferred.release = relay_release;
     reactor_defer(&relay->deferred);
+    if (relay->set->draining && relay->set->count == 0)
+        reactor_stop();
+}
+
+/* Waiting for a request, with nothing of one yet: a keep-alive
+ * connection between requests, or a new one that has said nothing. */
+static bool relay_waiting(const struct relay *relay)
+{
+    return relay->x.phase == PHASE_HEAD && buffer_length(&relay->head) == 0;
+}
+
+/* While rsp drains: a relay waiting for a request is done. */
+static bool relay_drained(struct relay *relay)
+{
+    if (!relay->set->draining || !relay_waiting(relay))
+        return false;
+    if (connection_queued(&relay->client) == 0)
+        return true;
+    /* The end of the last response is still queued: FIN after it. */
+    connection_shutdown_write(&relay->client);
+    relay->x.phase = PHASE_DRAIN;
+    return false;
 }
 
 /* Ends every event: applies the rules that link the two sides, then closes
@@ -121,6 +143,10 @@ void relay_settle_or_close(struct relay *relay)
     while (relay->x.response_done && relay->x.keep_client && relay->x.phase == PHASE_SENT &&
            !client->broken)
         exchange_next(relay);
+    if (relay_drained(relay)) {
+        relay_close(relay);
+        return;
+    }
     backend = relay_backend(relay);
     phase = relay->x.phase;
 
@@ -240,6 +266,22 @@ void relay_close_all(struct relay_set *set)
 {
     while (set->first != NULL)
         relay_close(set->first);
+}
+
+void relay_drain_all(struct relay_set *set)
+{
+    struct relay *relay = set->first, *next;
+
+    set->draining = true;
+    for (; relay != NULL; relay = next) {
+        next = relay->next;
+        if (relay_drained(relay))
+            relay_close(relay);
+        else
+            relay_settle_or_close(relay);
+    }
+    if (set->count == 0)
+        reactor_stop();
 }
 
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,

@@ -2,6 +2,7 @@
 #ifndef RSP_RELAY_H
 #define RSP_RELAY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -13,6 +14,7 @@ struct relay;
 struct relay_set {
     struct relay *first;
     size_t count, peak;
+    bool draining;              /* rsp is stopping: no new requests; stop when empty */
 };
 
 /* Takes charge of a newly accepted, non-blocking client socket whose peer
@@ -30,5 +32,10 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
 
 /* Closes every relay of set at once, whatever it was doing. */
 void relay_close_all(struct relay_set *set);
+
+/* rsp is stopping gracefully: relays waiting for a request close now, the
+ * others after the response they are serving (which says Connection:
+ * close). When the last one is gone, the reactor stops. */
+void relay_drain_all(struct relay_set *set);
 
 #endif

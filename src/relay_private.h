@@ -78,6 +78,14 @@ struct exchange {
     double attempt_started;          /* the connect under way started */
     double last_body_read;           /* body bytes last came from the client */
     double request_sent;             /* the whole request was queued for the backend; 0: not yet */
+
+    /* For the access log (exchange_log_write). */
+    int status;                      /* of the response the client gets; 0: none yet */
+    uint64_t body_bytes;             /* of it, queued for the client */
+    double response_ended;           /* its last byte was queued; 0: not yet */
+    bool log_captured;               /* log_fields holds the request's fields */
+    struct buffer log_fields;        /* request line, Referer, User-Agent, if there is a log */
+    size_t log_lengths[3];           /* their lengths; SIZE_MAX: not there */
 };
 
 /* One client connection. */

@@ -126,19 +126,14 @@ int reply_append(struct buffer *out, const struct reply *r, bool head_only, cons
     return rc == 0 ? 0 : -1;
 }
 
-void reply_error(struct connection *c, int status, bool head_only, const char *connection)
+int reply_error(struct buffer *out, int status, bool head_only, const char *connection)
 {
     static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
     static const char html_allow[] = "Content-Type: text/html; charset=utf-8\r\n" REQUEST_ALLOW_HEADER "\r\n";
     char page[1024];
     struct reply r = { status, status == 405 ? html_allow : html, 0, page, 0 };
-    struct buffer out = BUFFER_INIT;
 
     r.headers_length = strlen(r.headers);
     r.body_length = reply_page(page, sizeof page, status, explanation(status));
-    if (reply_append(&out, &r, head_only, connection) == 0)
-        connection_write(c, buffer_bytes(&out), buffer_length(&out));
-    else
-        connection_fail(c); /* out of memory: nothing better to say */
-    buffer_free(&out);
+    return reply_append(out, &r, head_only, connection);
 }

@@ -29,6 +29,14 @@ struct keepalive {
  * and at every reload, never changed after, and freed when the last of
  * its holders lets go (refs): the current-generation slot
  * (generation.c) and every relay serving a request that began under it. */
+/* Running the process (chapter 10). */
+struct operations {
+    double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
+    char *access_log;           /* its path; NULL: no access log */
+    bool access_log_timed;      /* access_log_format = "timed" */
+    char *user;                 /* drop to this user after binding; NULL: stay */
+};
+
 struct config {
     unsigned refs;
     unsigned generation;        /* 1 at start, one more per reload (generation.c) */
@@ -45,6 +53,7 @@ struct config {
     struct keepalive keepalive;
     struct health_settings health; /* top-level health_check: every pool's default */
     struct route_hook route;    /* route.L == NULL: no route function */
+    struct operations operations;
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -66,6 +75,10 @@ struct config {
  *   keepalive_timeout = 75 (seconds; 0: one request per client connection),
  *   keepalive_requests = 1000, backend_keepalive = 32 (idle connections kept
  *   per backend; 0: none), backend_idle_timeout = 30 (seconds)
+ *   shutdown_timeout = 10 (seconds requests in flight get when rsp stops)
+ *   access_log = "/var/log/rsp/access.log" (off without it),
+ *   access_log_format = "combined" | "timed" (adds request time and backend)
+ *   user = "www-data"   started as root: drop to this user once listening
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false

@@ -43,8 +43,9 @@ int reply_append(struct buffer *out, const struct reply *r, bool head_only, cons
  * listener when it is out of file descriptors. Returns its length. */
 size_t reply_format(char *out, size_t size, int status, bool head_only);
 
-/* Queues rsp's own answer for status (400, 414, 421, 431, 405, 500, 502,
- * 505, ...) on c: a short HTML page, with Allow for a 405. */
-void reply_error(struct connection *c, int status, bool head_only, const char *connection);
+/* Appends rsp's own answer for status (400, 414, 421, 431, 405, 500, 502,
+ * 505, ...) to out: a short HTML page, with Allow for a 405. Returns 0,
+ * or -1 if out of memory. */
+int reply_error(struct buffer *out, int status, bool head_only, const char *connection);
 
 #endif

@@ -1,0 +1,20 @@
+-- /etc/rsp/rsp.lua: rsp in front of a personal website.
+-- Check it with `sudo rsp -t /etc/rsp/rsp.lua`, then `systemctl reload rsp`.
+-- Every setting, with its default: README.md, "Running rsp in front of
+-- your website"; more examples in examples/.
+
+listen = 80                        -- every address, IPv6 and IPv4
+
+-- Where requests go: your web server or application, on this machine.
+backends = { "127.0.0.1:8080" }    -- HOST:PORT; several are balanced
+
+-- Virtual hosts by the Host header, if you serve more than one site:
+-- sites = {
+--   ["blog.example.com"] = { backends = { "127.0.0.1:2368" } },
+-- }
+
+user = "www-data"                  -- rsp starts as root, binds, then becomes this user
+access_log = "/var/log/rsp/access.log"   -- one line per request (combined format);
+                                   -- rotated by /etc/logrotate.d/rsp
+shutdown_timeout = 10              -- on SIGTERM, seconds requests under way may take to finish
+                                   -- (the unit's TimeoutStopSec = 15 must stay above it)
