@@ -16,6 +16,8 @@
 #ifndef RSP_ACCESS_LOG_H
 #define RSP_ACCESS_LOG_H
 
+#include "buffer.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +46,11 @@ int access_log_open(const char *path, bool timed);
 
 /* True while a log is open. */
 bool access_log_enabled(void);
+
+/* Appends e's line to out, with `time` between the brackets: the pure
+ * part of access_log_write (and what fuzz/fuzz_access_log checks).
+ * Returns 0, or -1 if out of memory. */
+int access_log_format(struct buffer *out, const struct access_entry *e, const char *time, bool timed);
 
 /* Adds e's line (nothing if no log is open). */
 void access_log_write(const struct access_entry *e);

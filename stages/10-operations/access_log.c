@@ -158,21 +158,14 @@ static int append_quoted(struct buffer *out, struct log_text text)
     return rc == 0 ? 0 : -1;
 }
 
-void access_log_write(const struct access_entry *e)
+int access_log_format(struct buffer *out, const struct access_entry *e, const char *time, bool timed)
 {
-    struct buffer *out = &log_file.pending;
-    char field[128];
-    time_t now = time(NULL);
-    struct tm tm;
+    char field[64];
     int n, rc = 0;
 
-    if (log_file.fd == -1)
-        return;
-    if (localtime_r(&now, &tm) == NULL || strftime(field, sizeof field, "%d/%b/%Y:%H:%M:%S %z", &tm) == 0)
-        snprintf(field, sizeof field, "01/Jan/1970:00:00:00 +0000");
     rc |= buffer_append(out, e->client, strlen(e->client));
     rc |= buffer_append(out, " - - [", 6);
-    rc |= buffer_append(out, field, strlen(field));
+    rc |= buffer_append(out, time, strlen(time));
     rc |= buffer_append(out, "] ", 2);
     rc |= append_quoted(out, e->request);
     n = snprintf(field, sizeof field, " %d %llu ", e->status, (unsigned long long)e->body_bytes);
@@ -180,15 +173,34 @@ void access_log_write(const struct access_entry *e)
     rc |= append_quoted(out, e->referer);
     rc |= buffer_append(out, " ", 1);
     rc |= append_quoted(out, e->agent);
-    if (log_file.timed) {
+    if (timed) {
         n = snprintf(field, sizeof field, " %.3f ", e->seconds);
         rc |= buffer_append(out, field, (size_t)n);
         rc |= append_quoted(out, (struct log_text){ e->backend, e->backend ? strlen(e->backend) : 0 });
     }
     rc |= buffer_append(out, "\n", 1);
-    if (rc != 0) {
-        log_msg("access_log: out of memory; lines lost");
-        buffer_free(out);
+    return rc == 0 ? 0 : -1;
+}
+
+void access_log_write(const struct access_entry *e)
+{
+    struct buffer *out = &log_file.pending;
+    size_t before = buffer_length(out);
+    char time_text[64];
+    time_t now = time(NULL);
+    struct tm tm;
+
+    if (log_file.fd == -1)
+        return;
+    if (localtime_r(&now, &tm) == NULL ||
+        strftime(time_text, sizeof time_text, "%d/%b/%Y:%H:%M:%S %z", &tm) == 0)
+        snprintf(time_text, sizeof time_text, "01/Jan/1970:00:00:00 +0000");
+    if (access_log_format(out, e, time_text, log_file.timed) == -1) {
+        log_msg("access_log: out of memory; a line is lost");
+        if (before == 0)
+            buffer_free(out);
+        else
+            out->end = out->start + before; /* drop the partial line */
         return;
     }
     if (buffer_length(out) >= FLUSH_AT)

@@ -36,7 +36,8 @@ sleep 0.2
 "$DEMO_PYTHON" "$stage/demo/requests.py" "$port" /after-sigusr1
 sleep 1.2
 for f in access.log.1 access.log; do
-  echo "$f: $(lines $f) lines, the last: $(tail -n 1 $f | cut -d '"' -f 2)"
+  n=$(lines $f)
+  echo "$f: $n line$([ "$n" = 1 ] || echo s), the last: $(tail -n 1 $f | cut -d '"' -f 2)"
 done
 sed -E "s/^[0-9-]+ [0-9:]+ //; s|$DEMO_TMP/||g" rsp.log | grep access_log
 
@@ -45,7 +46,7 @@ if command -v goaccess >/dev/null; then
   goaccess access.log.1 access.log --log-format=COMBINED --no-global-config -o report.json \
     </dev/null >goaccess.out 2>&1 || { cat goaccess.out; demo_fail "goaccess failed"; }
   "$DEMO_PYTHON" -c 'import json; g = json.load(open("report.json"))["general"]
-print(f"{g[\"total_requests\"]} requests, {g[\"valid_requests\"]} valid, {g[\"failed_requests\"]} failed")'
+print("%d requests, %d valid, %d failed" % (g["total_requests"], g["valid_requests"], g["failed_requests"]))'
 else
   echo "goaccess is not installed (apt-get install goaccess)"
 fi
