@@ -390,26 +390,29 @@ def tcp_sockets(pid):
     return sockets
 
 
-def pooled_fds(pid, listen_port):
-    """The fds of process `pid` that look like idle pooled backend
-    connections (stage 09 on), by remote address: TCP sockets that are
-    ESTABLISHED (the backend has not closed them), were not accepted on
-    listen_port (rsp connected them), and have nothing queued either way."""
+def tcp_socket_fds(pid):
+    """(fd, "socket:[INODE]", tcp_sockets entry) for each TCP socket that
+    process `pid` holds."""
     sockets = tcp_sockets(pid)
-    pooled = {}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        if not target.startswith("socket:["):
-            continue
-        entry = sockets.get(target[len("socket:["):-1])
-        if entry is None:
-            continue
-        local_port, remote, state, tx, rx = entry
+        entry = sockets.get(target[len("socket:["):-1]) if target.startswith("socket:[") else None
+        if entry is not None:
+            yield int(fd), target, entry
+
+
+def pooled_fds(pid, listen_port):
+    """The fds of process `pid` that look like idle pooled backend
+    connections (stage 09 on), by remote address: TCP sockets that are
+    ESTABLISHED (the backend has not closed them), were not accepted on
+    listen_port (rsp connected them), and have nothing queued either way."""
+    pooled = {}
+    for fd, _, (local_port, remote, state, tx, rx) in tcp_socket_fds(pid):
         if state == "01" and local_port != listen_port and tx == 0 and rx == 0:
-            pooled.setdefault(remote, []).append(int(fd))
+            pooled.setdefault(remote, []).append(fd)
     return pooled
 
 

@@ -33,7 +33,7 @@ from checks import LOG_LINE, assert_config_error, assert_serves, log_lines, serv
 from client import Conn, Response, build_request, connect, get, recv_or_reset
 from netutil import LOOPBACK, free_port, is_listening, wait_for
 from pattern import assert_is_pattern
-from proxy import backend_address, proxy_arguments, run_rsp, tcp_sockets
+from proxy import backend_address, proxy_arguments, run_rsp, tcp_socket_fds
 
 pytestmark = pytest.mark.stage(10)
 
@@ -103,18 +103,8 @@ def sighup_failing(proxy):
 
 def listening_inodes(pid):
     """{port: socket inode} of the sockets process `pid` listens on."""
-    sockets = tcp_sockets(pid)
-    found = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            entry = sockets.get(target[len("socket:["):-1])
-            if entry is not None and entry[2] == "0A":  # TCP_LISTEN
-                found[entry[0]] = target
-    return found
+    return {entry[0]: target for _, target, entry in tcp_socket_fds(pid)
+            if entry[2] == "0A"}  # TCP_LISTEN
 
 
 def listening_inode(proxy):
