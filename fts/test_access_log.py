@@ -223,6 +223,17 @@ def test_bad_request_logged(ka, start_proxy, log_path):
     assert ka.requests == 0
 
 
+def test_empty_lines_before_the_request_line(ka, start_proxy, log_path):
+    """Empty lines before a request line are allowed (RFC 9112 2.2) and are
+    not part of it: the log shows the request line itself."""
+    proxy = start_logging(start_proxy, ka, log_path)
+    r = exchange(proxy.port, b"\r\n\r\nGET /cl?size=3 HTTP/1.1\r\nHost: " + SITE.encode() +
+                 b"\r\nConnection: close\r\n\r\n")
+    assert r.status == 200, r
+    (line,) = wait_lines(log_path, 1)
+    assert_line(line, "GET /cl?size=3 HTTP/1.1", 200, 3)
+
+
 # -- the timed format ----------------------------------------------------------------------
 
 def test_timed_lines(ka, start_proxy, log_path):

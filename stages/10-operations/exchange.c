@@ -198,6 +198,11 @@ static void log_request_fields(struct relay *relay)
 
     if (!access_log_enabled() || x->log_captured || have == 0)
         return;
+    /* Empty lines before a request line are allowed (and skipped). */
+    while (have > 0 && (*buf == '\r' || *buf == '\n')) {
+        buf++;
+        have--;
+    }
     if (have > relay->config->limits.max_line)
         have = relay->config->limits.max_line;
     eol = memchr(buf, '\n', have);
