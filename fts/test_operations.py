@@ -21,8 +21,10 @@ The access log is tested in test_access_log.py.
 import collections
 import os
 import pwd
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 
@@ -704,6 +706,31 @@ def test_drops_privileges_to_user(backend, start_proxy):
     assert proc_ids(proxy.pid, "Gid") == [user.pw_gid] * 4
     assert 0 not in proc_ids(proxy.pid, "Groups"), proc_ids(proxy.pid, "Groups")
     assert_serves(proxy)
+
+
+def test_dropped_user_can_reopen_its_access_log(backend, start_proxy):
+    """Started as root with user = "nobody" and an access log that does
+    not exist yet: rsp creates the file as root, hands it to nobody before
+    dropping root, and so can open it again on SIGUSR1 (what logrotate's
+    signal does) and go on logging to it."""
+    user = nobody()
+    directory = tempfile.mkdtemp(prefix="rsp-log-")
+    try:
+        os.chmod(directory, 0o755)  # nobody must reach the file, not create it
+        path = os.path.join(directory, "access.log")
+        proxy = start_proxy(backend, user="nobody", access_log=path)
+        assert os.stat(path).st_uid == user.pw_uid, "the log file is not nobody's"
+        assert_serves(proxy)
+        reopened_before = len(log_lines(proxy, "reopened"))
+        os.kill(proxy.pid, signal.SIGUSR1)
+        wait_for(lambda: len(log_lines(proxy, "reopened")) > reopened_before or
+                 "cannot reopen" in proxy.stderr(), "the log reopened after SIGUSR1", timeout=POLL_TIMEOUT)
+        assert "cannot reopen" not in proxy.stderr(), proxy.stderr()
+        assert_serves(proxy)
+        wait_for(lambda: len(open(path).read().splitlines()) >= 2, "two lines in the log",
+                 timeout=POLL_TIMEOUT)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_unknown_user_refused(rsp, tmp_path):

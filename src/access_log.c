@@ -94,6 +94,14 @@ int access_log_open(const char *path, bool timed)
     return 0;
 }
 
+int access_log_give_to(uid_t uid)
+{
+    if (log_file.fd == -1 || fchown(log_file.fd, uid, (gid_t)-1) == 0)
+        return 0;
+    log_errno("access_log: cannot hand %s to uid %u", log_file.path, (unsigned)uid);
+    return -1;
+}
+
 bool access_log_enabled(void)
 {
     return log_file.fd != -1;

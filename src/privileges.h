@@ -7,6 +7,10 @@
  * cannot be read; problems are logged). */
 unsigned long long privileges_raise_fd_limit(void);
 
+/* The uid of `user` if rsp runs as root and will become that user, else
+ * -1 (not root, or no such user: privileges_drop says so). */
+long privileges_future_uid(const char *user);
+
 /* Started as root, becomes `user` for good: its group alone as the group
  * list, then its group, then its user (in that order: once the user
  * changes, the groups no longer can). Started as anyone else, logs that

@@ -140,7 +140,7 @@ void exchange_next(struct relay *relay);
 /* Where the client's unused bytes start. */
 static inline const char *relay_bytes(const struct relay *relay)
 {
-    return relay->head.data + relay->head.start;
+    return buffer_bytes(&relay->head);
 }
 
 /* A connect to the current backend failed with `error`: returns false if

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A span of bytes to log; data NULL: the field is "-". */
 struct log_text {
@@ -43,6 +44,11 @@ struct access_entry {
  * same path, only the format changes. Returns 0, or -1 with errno set
  * (the log stays as it was). */
 int access_log_open(const char *path, bool timed);
+
+/* Makes uid the owner of the open log file (rsp, started as root, opened
+ * it and is about to become that user: a reopen on SIGUSR1 happens with
+ * the user's rights). Returns 0, or -1 after logging why. */
+int access_log_give_to(uid_t uid);
 
 /* True while a log is open. */
 bool access_log_enabled(void);

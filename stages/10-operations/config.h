@@ -25,10 +25,6 @@ struct keepalive {
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
-/* A config is one generation of settings: loaded from the file at start
- * and at every reload, never changed after, and freed when the last of
- * its holders lets go (refs): the current-generation slot
- * (generation.c) and every relay serving a request that began under it. */
 /* Running the process (chapter 10). */
 struct operations {
     double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
@@ -37,6 +33,10 @@ struct operations {
     char *user;                 /* drop to this user after binding; NULL: stay */
 };
 
+/* A config is one generation of settings: loaded from the file at start
+ * and at every reload, never changed after, and freed when the last of
+ * its holders lets go (refs): the current-generation slot
+ * (generation.c) and every relay serving a request that began under it. */
 struct config {
     unsigned refs;
     unsigned generation;        /* 1 at start, one more per reload (generation.c) */

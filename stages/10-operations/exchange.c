@@ -276,6 +276,10 @@ void relay_fail_request(struct relay *relay, int status)
     struct exchange *x = &relay->x;
     struct buffer answer = BUFFER_INIT;
 
+    /* A request refused while its head is read has not been captured for
+     * the log yet (request_ready does it); later, the head is gone. */
+    if (x->phase == PHASE_HEAD)
+        log_request_fields(relay);
     relay_release_backend(relay);
     if (x->response_started) {
         /* Part of a response was sent: nothing sensible can follow it. */
@@ -286,7 +290,6 @@ void relay_fail_request(struct relay *relay, int status)
     x->keep_client = x->request_complete && client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    log_request_fields(relay);
     if (reply_error(&answer, status, is_head_request(relay),
                     response_connection_line(client_connection(relay))) == -1) {
         log_msg("out of memory answering %d", status);

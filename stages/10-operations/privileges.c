@@ -29,6 +29,15 @@ unsigned long long privileges_raise_fd_limit(void)
     return (unsigned long long)limit.rlim_cur;
 }
 
+long privileges_future_uid(const char *user)
+{
+    struct passwd *pw;
+
+    if (geteuid() != 0 || (pw = getpwnam(user)) == NULL)
+        return -1;
+    return (long)pw->pw_uid;
+}
+
 int privileges_drop(const char *user)
 {
     struct passwd *pw;

@@ -325,8 +325,14 @@ int main(int argc, char *argv[])
      * may be root's); reopening later needs the user's rights. */
     if (apply_access_log(proxy.config_path, config) == -1)
         goto out_listener;
-    if (config->operations.user != NULL && privileges_drop(config->operations.user) == -1)
-        goto out_listener;
+    if (config->operations.user != NULL) {
+        /* The log file becomes the user's, as nginx does it: after a
+         * SIGUSR1 rsp opens it again with that user's rights. */
+        long uid = privileges_future_uid(config->operations.user);
+        if ((uid != -1 && access_log_give_to((uid_t)uid) == -1) ||
+            privileges_drop(config->operations.user) == -1)
+            goto out_listener;
+    }
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
     /* The first generation: from here on the config belongs to it. */

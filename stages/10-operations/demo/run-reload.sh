@@ -52,7 +52,7 @@ for to in b a b broken a b a b a; do
 done
 wait "$slow" "$load"
 echo "--- rsp's log, about the reloads:"
-sed -E "s/^[0-9-]+ [0-9:]+ //; s|$DEMO_TMP/||g" "$DEMO_TMP/rsp.log" | grep -E 'reload|refused|setting'
+sed -E "s/^[0-9-]+ [0-9:]+ //; s|$DEMO_TMP/||g" "$DEMO_TMP/rsp.log" | grep -E 'reloaded|refused|setting'
 echo "--- the clients:"
 cat "$DEMO_TMP/slow.log" "$DEMO_TMP/load.log"
 echo "--- the process:"

@@ -54,15 +54,19 @@ def read_to_end(conn, have=b""):
 
 
 def read_body(conn, headers, rest):
-    """The body by its Content-Length, then whatever follows until the end."""
+    """The body by its Content-Length (as much of it as comes), then
+    whatever follows until the end: (body, bytes after it, how it ended)."""
     length = int(headers["content-length"])
-    while len(rest) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
+    try:
+        while len(rest) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return rest, 0, "EOF"
+            rest += chunk
+    except ConnectionResetError:
+        return rest, 0, "reset"
     extra, end = read_to_end(conn)
-    return rest, len(extra), end
+    return rest[:length], len(rest) - length + len(extra), end
 
 
 def sigterm(why=""):
@@ -96,19 +100,24 @@ if mode == "drain":
         end = "nothing"
     verdict = "at once" if time.monotonic() - start < 0.5 else "late"
     print(f"the idle keep-alive connection: closed by rsp {verdict} ({end})")
+    time.sleep(0.2)
     try:
         connect().close()
         print("a new connection: accepted")
     except ConnectionRefusedError:
         print("a new connection: refused")
 
-    status, headers, rest = read_head(waiting)
-    body, extra, end = read_body(waiting, headers, rest)
-    print(f"the request waiting at the backend: {status}, {len(body)} bytes,"
-          f" Connection: {headers.get('connection', '(none)')}; then {end}")
+    try:
+        status, headers, rest = read_head(waiting)
+        body, extra, end = read_body(waiting, headers, rest)
+        print(f"the request waiting at the backend: {status}, {len(body)} bytes,"
+              f" Connection: {headers.get('connection', '(none)')}; then {end}")
+    except (ConnectionError, OSError):
+        print("the request waiting at the backend: no answer; the connection closed")
     body, extra, end = read_body(flowing, flowing_headers, flowing_rest)
-    print(f"the response flowing at SIGTERM: {len(body)} of {flowing_headers['content-length']} bytes;"
-          f" then {end} ({time.monotonic() - start:.1f} s after SIGTERM)")
+    length = int(flowing_headers["content-length"])
+    got = f"all {length} bytes" if len(body) == length else f"cut off after {len(body)} of {length} bytes"
+    print(f"the response flowing at SIGTERM: {got}; then {end} ({time.monotonic() - start:.1f} s after SIGTERM)")
 else:
     conn = connect()
     send(conn, "/endless")
