@@ -446,6 +446,31 @@ def test_reload_keeps_pooled_backend_connections(make_keepalive_backend, start_p
     assert ka.connections == 1, ka.conns
 
 
+def test_reload_keeps_a_backends_health(make_backend, start_proxy, rsp, tmp_path):
+    """A backend that health checks marked down and that the new config
+    still names (with the same checks) stays down across a reload: no
+    request reaches it, it is not logged up, and when its checks pass
+    again it comes back as usual. A backend the new config adds serves at
+    once."""
+    check = {"path": "/healthz", "interval": 0.2, "timeout": 0.5, "rise": 2, "fall": 1}
+    a, b, c = make_backend("a"), make_backend("b"), make_backend("c")
+    name = "%s:%d" % backend_address(a)
+    a.health_status = 503
+    proxy = start_proxy(a, b, health_check=check)
+    wait_for(lambda: log_lines(proxy, f"backend {name} is down"), "a marked down by its health check",
+             POLL_TIMEOUT)
+    write_config(rsp, proxy, tmp_path, [a, b, c], health_check=check)
+    sighup(proxy, 2)
+    answered = [served_by(get(proxy.port, "/bytes?n=10")) for _ in range(12)]
+    assert "a" not in answered, f"a backend marked down got requests after the reload: {answered}"
+    assert set(answered) == {"b", "c"}, answered
+    assert not log_lines(proxy, f"backend {name} is up"), proxy.stderr()
+    a.health_status = 200
+    wait_for(lambda: log_lines(proxy, f"backend {name} is up"), "a back up after its checks pass", POLL_TIMEOUT)
+    answered = [served_by(get(proxy.port, "/bytes?n=10")) for _ in range(6)]
+    assert set(answered) == {"a", "b", "c"}, answered
+
+
 def test_inflight_response_survives_reloads(make_backend, start_proxy, rsp, tmp_path):
     """A 5 MiB response that backend a sends slowly (40 pieces of 128 KiB,
     one every 50 ms) survives two reloads made after its first MiB (to b,
