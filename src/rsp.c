@@ -207,7 +207,9 @@ static void signal_handle(struct epoll_event_handler *self, uint32_t events)
         }
         switch (info.ssi_signo) {
         case SIGHUP:
-            if (!proxy.stopping)
+            if (proxy.stopping)
+                log_msg("SIGHUP ignored: rsp is stopping");
+            else
                 reload();
             break;
         case SIGUSR1:
