@@ -24,6 +24,7 @@ import pwd
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -784,6 +785,58 @@ def test_dropped_user_can_reopen_its_access_log(backend, start_proxy):
         assert_serves(proxy)
         wait_for(lambda: len(open(path).read().splitlines()) >= 2, "two lines in the log",
                  timeout=POLL_TIMEOUT)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def unit_capabilities():
+    """The capabilities the systemd unit (dist/rsp.service.in) leaves rsp:
+    its CapabilityBoundingSet line, as setpriv's --bounding-set argument."""
+    unit = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dist", "rsp.service.in")
+    with open(unit) as f:
+        for line in f:
+            if line.startswith("CapabilityBoundingSet="):
+                caps = line.split("=", 1)[1].split()
+                return "-all," + ",".join("+" + c[len("CAP_"):].lower() for c in caps)
+    raise AssertionError(f"no CapabilityBoundingSet line in {unit}")
+
+
+@pytest.mark.parametrize("log_exists", [False, True], ids=["new-log", "log-already-the-users"])
+def test_starts_with_the_units_capabilities(rsp, backend, tmp_path, log_exists):
+    """Started as root with only the capabilities the systemd unit leaves
+    it (setpriv --bounding-set), user = "nobody" and an access log, rsp
+    starts, drops to nobody, serves and logs, whether it creates the log
+    file (and hands it to nobody) or finds it nobody's already."""
+    user = nobody()
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    directory = tempfile.mkdtemp(prefix="rsp-unit-")
+    try:
+        os.chmod(directory, 0o755)
+        log = os.path.join(directory, "access.log")
+        if log_exists:
+            with open(log, "w"):
+                pass
+            os.chown(log, user.pw_uid, -1)
+        port = free_port()
+        (config,) = proxy_arguments(rsp.stage, port, [backend_address(backend)], str(tmp_path),
+                                    {"user": "nobody", "access_log": log})
+        process = subprocess.Popen(["setpriv", "--bounding-set", unit_capabilities(), "--", rsp.binary, config],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: is_listening(port) or process.poll() is not None, "rsp listening", POLL_TIMEOUT)
+            assert process.poll() is None, f"rsp did not start: {process.communicate()[1].decode()}"
+            r = get(port, "/bytes?n=10")
+            assert r.status == 200, r
+            assert proc_ids(process.pid, "Uid") == [user.pw_uid] * 4
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=POLL_TIMEOUT)
+        assert process.returncode == 0, err.decode()
+        assert os.stat(log).st_uid == user.pw_uid
+        with open(log) as f:
+            assert '"GET /bytes?n=10 HTTP/1.1" 200 10' in f.read()
+        assert b"cannot hand" not in err, err.decode()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,12 +95,17 @@ int access_log_open(const char *path, bool timed)
     return 0;
 }
 
-int access_log_give_to(uid_t uid)
+void access_log_give_to(uid_t uid)
 {
-    if (log_file.fd == -1 || fchown(log_file.fd, uid, (gid_t)-1) == 0)
-        return 0;
-    log_errno("access_log: cannot hand %s to uid %u", log_file.path, (unsigned)uid);
-    return -1;
+    struct stat st;
+
+    if (log_file.fd == -1)
+        return;
+    if (fstat(log_file.fd, &st) == 0 && st.st_uid == uid)
+        return; /* already the user's (chown would need CAP_CHOWN even so) */
+    if (fchown(log_file.fd, uid, (gid_t)-1) == -1)
+        log_errno("access_log: cannot hand %s to uid %u (rsp logs on, but a SIGUSR1 may fail to "
+                  "reopen it: have logrotate create it for that user)", log_file.path, (unsigned)uid);
 }
 
 bool access_log_enabled(void)

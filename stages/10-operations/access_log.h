@@ -45,10 +45,11 @@ struct access_entry {
  * (the log stays as it was). */
 int access_log_open(const char *path, bool timed);
 
-/* Makes uid the owner of the open log file (rsp, started as root, opened
- * it and is about to become that user: a reopen on SIGUSR1 happens with
- * the user's rights). Returns 0, or -1 after logging why. */
-int access_log_give_to(uid_t uid);
+/* Makes uid the owner of the open log file, if it is not already (rsp,
+ * started as root, opened it and is about to become that user: a reopen
+ * on SIGUSR1 happens with the user's rights). A failure (no CAP_CHOWN) is
+ * logged, not fatal: the open file goes on taking lines. */
+void access_log_give_to(uid_t uid);
 
 /* True while a log is open. */
 bool access_log_enabled(void);

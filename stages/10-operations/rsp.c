@@ -331,8 +331,9 @@ int main(int argc, char *argv[])
         /* The log file becomes the user's, as nginx does it: after a
          * SIGUSR1 rsp opens it again with that user's rights. */
         long uid = privileges_future_uid(config->operations.user);
-        if ((uid != -1 && access_log_give_to((uid_t)uid) == -1) ||
-            privileges_drop(config->operations.user) == -1)
+        if (uid != -1)
+            access_log_give_to((uid_t)uid);
+        if (privileges_drop(config->operations.user) == -1)
             goto out_listener;
     }
     log_startup(config);
