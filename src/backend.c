@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "health.h"
 #include "log.h"
+#include "stats.h"
 #include "upstream.h"
 
 #include <netdb.h>
@@ -37,9 +38,10 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
         size_t index = (pool->next + i) % pool->count;
         struct backend *b = pool->backends[index];
 
-        if ((tried & backend_bit(pool, b)) || b->failing)
+        if ((tried & backend_bit(pool, b)) || backend_failing(b))
             continue;
-        if (!allow_down && b->down && now < b->retry_at)
+        if (!allow_down && backend_down(b) &&
+            now < atomic_load_explicit(&b->stats->retry_at, memory_order_relaxed))
             continue;
         if (best == NULL || b->active < best->active) {
             best = b;
@@ -64,27 +66,50 @@ struct backend *backend_pick(struct pool *pool, uint64_t tried)
 bool pool_all_failing(const struct pool *pool)
 {
     for (size_t i = 0; i < pool->count; i++)
-        if (!pool->backends[i]->failing)
+        if (!backend_failing(pool->backends[i]))
             return false;
     return pool->count > 0;
 }
 
+bool backend_down(const struct backend *b)
+{
+    return atomic_load_explicit(&b->stats->down, memory_order_relaxed);
+}
+
+bool backend_failing(const struct backend *b)
+{
+    return atomic_load_explicit(&b->stats->failing, memory_order_relaxed);
+}
+
+bool backend_set_failing(struct backend *b, bool failing)
+{
+    return atomic_exchange(&b->stats->failing, failing) != failing;
+}
+
+void backend_count_active(struct backend *b, int delta)
+{
+    _Atomic int32_t *mine = &b->stats->active[stats_row_index()];
+
+    b->active += (unsigned)delta;
+    atomic_store_explicit(mine, atomic_load_explicit(mine, memory_order_relaxed) + delta,
+                          memory_order_relaxed);
+}
+
+/* The state is shared by every worker: the one whose exchange turns it
+ * from up to down (or back) logs it, the others say nothing. */
 void backend_failed(struct pool *pool, struct backend *b, int error)
 {
-    b->retry_at = clock_now() + pool->down_time;
-    if (!b->down) {
-        b->down = true;
+    atomic_store_explicit(&b->stats->retry_at, clock_now() + pool->down_time, memory_order_relaxed);
+    stats_add(&b->stats->failures, 1);
+    if (!atomic_exchange(&b->stats->down, true))
         log_msg("backend %s is down (%s); skipping it for %g s", b->name, strerror(error),
                 pool->down_time);
-    }
 }
 
 void backend_succeeded(struct pool *pool, struct backend *b)
 {
-    if (b->down) {
-        b->down = false;
+    if (backend_down(b) && atomic_exchange(&b->stats->down, false))
         log_msg("backend %s is up again", b->name);
-    }
     if (pool->unreachable) {
         pool->unreachable = false;
         log_msg("a backend answered again; serving clients");
@@ -118,6 +143,21 @@ static bool same_addresses(const struct addrinfo *a, const struct addrinfo *b)
     return a == NULL && b == NULL;
 }
 
+/* FNV-1a over the addresses' bytes: which slot of the shared counters is
+ * this backend's (the same name resolving elsewhere is another backend). */
+static uint64_t addresses_hash(const struct addrinfo *a)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+
+    for (; a != NULL; a = a->ai_next) {
+        const unsigned char *p = (const unsigned char *)a->ai_addr;
+
+        for (socklen_t i = 0; i < a->ai_addrlen; i++)
+            h = (h ^ p[i]) * UINT64_C(1099511628211);
+    }
+    return h;
+}
+
 struct backend *backend_obtain(const char *name, struct addrinfo *addresses)
 {
     struct backend *b;
@@ -138,6 +178,7 @@ struct backend *backend_obtain(const char *name, struct addrinfo *addresses)
         return NULL;
     }
     b->addresses = addresses;
+    b->stats = stats_backend(name, addresses_hash(addresses));
     b->refs = 1;
     b->registry_next = registry;
     registry = b;

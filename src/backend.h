@@ -11,6 +11,7 @@
 #define POOL_MAX_BACKENDS 64
 
 struct health_check;
+struct stats_backend;
 struct upstream;
 
 /* A backend is shared: every pool of every config generation that lists
@@ -27,9 +28,8 @@ struct backend {
     struct upstream *idle;      /* connections waiting for a request (upstream.c) */
     unsigned idle_count;
     struct upstream *finishing; /* detached connections writing out their queue (upstream.c) */
-    bool down;                  /* a connect failed recently (passive health) */
-    double retry_at;            /* while down: when to try it again (monotonic s) */
-    bool failing;               /* active health checks say it is down */
+    struct stats_backend *stats; /* its counters and its health, shared by every process
+                                    of rsp (stats.h): down, retry_at, failing */
     struct health_check *check; /* its active check, or NULL (health.c) */
     const struct health_settings *check_wanted; /* scratch for generation_install */
 };
@@ -82,6 +82,20 @@ void backend_failed(struct pool *pool, struct backend *b, int error);
 
 /* Records a successful connect. Logs when b was down. */
 void backend_succeeded(struct pool *pool, struct backend *b);
+
+/* True if passive health has b down (a connect failed recently). */
+bool backend_down(const struct backend *b);
+
+/* True if active health checks have b down. */
+bool backend_failing(const struct backend *b);
+
+/* Active checks say b is down (true) or up (false). Returns true if that
+ * changed b's state. */
+bool backend_set_failing(struct backend *b, bool failing);
+
+/* A request of this process goes to b (delta 1), or is over (-1): for
+ * least_conn here, and for the status page (every process's together). */
+void backend_count_active(struct backend *b, int delta);
 
 /* Records that no backend could be reached for a client (logged once, until
  * a backend answers again). */

@@ -511,8 +511,10 @@ int config_load(const char *path, struct config *config)
         else
             rc = 0;
     }
-    if (rc == 0)
+    if (rc == 0) {
         config_warn_strays(L, path);
+        router_count_sites(&config->router);
+    }
 
     if (rc == 0 && has_route) {
         /* The Lua state lives on, for route; config_free closes it. */

@@ -2,6 +2,7 @@
 #include "connection.h"
 
 #include "log.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <sys/epoll.h>
@@ -16,6 +17,7 @@ void connection_init(struct connection *c, int fd, bool connecting,
     c->registered = 0;
     c->connecting = connecting;
     c->paused = c->watch_hangup = c->read_done = c->shutdown_pending = c->write_done = c->broken = false;
+    c->bytes_read = c->bytes_written = NULL;
 }
 
 void connection_init_none(struct connection *c)
@@ -23,6 +25,7 @@ void connection_init_none(struct connection *c)
     c->handler = (struct epoll_event_handler){ -1, NULL, NULL };
     c->queue = (struct buffer)BUFFER_INIT;
     c->registered = 0;
+    c->bytes_read = c->bytes_written = NULL;
     c->connecting = c->paused = c->watch_hangup = c->shutdown_pending = c->broken = false;
     c->read_done = c->write_done = true;
 }
@@ -34,6 +37,8 @@ ssize_t connection_read(struct connection *c, char *buf, size_t len)
     do {
         n = read(c->handler.fd, buf, len);
     } while (n == -1 && errno == EINTR);
+    if (n > 0 && c->bytes_read != NULL)
+        stats_add_own(c->bytes_read, (uint64_t)n);
     return n;
 }
 
@@ -59,8 +64,11 @@ static ssize_t write_some(struct connection *c, const char *data, size_t len)
 {
     for (;;) {
         ssize_t n = write(c->handler.fd, data, len);
-        if (n >= 0)
+        if (n >= 0) {
+            if (c->bytes_written != NULL)
+                stats_add_own(c->bytes_written, (uint64_t)n);
             return n;
+        }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)

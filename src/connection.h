@@ -12,8 +12,10 @@
 #include "buffer.h"
 #include "reactor.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct connection {
@@ -27,6 +29,8 @@ struct connection {
     bool shutdown_pending;   /* shut the write side once the queue is empty */
     bool write_done;         /* write side shut down, or writing failed */
     bool broken;             /* the socket failed (EPIPE, ECONNRESET, ...) */
+    _Atomic uint64_t *bytes_read;    /* if set, counts what is read (stats.h) */
+    _Atomic uint64_t *bytes_written; /* and what is written */
 };
 
 /* Sets up c for the non-blocking socket fd; events on it will call

@@ -45,6 +45,7 @@
 #include "response.h"
 #include "route.h"
 #include "router.h"
+#include "stats.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -458,6 +459,10 @@ static void request_ready(struct relay *relay)
         relay_fail_request(relay, status);
         return;
     }
+    /* It counts for the site its Host names, whether route or the Host
+     * then chooses the pool. */
+    x->site = router_site_stats(&relay->config->router, buf + x->info.host.offset,
+                                x->info.host.length);
     x->minor_version = x->request->minor_version;
     x->client_keep_alive = x->info.keep_alive;
     x->upgrade = x->info.upgrade.length > 0;
@@ -502,6 +507,7 @@ static void parse_head(struct relay *relay)
     if (x->head_started == 0) {
         x->head_started = reactor_now();
         relay_use_current_config(relay);
+        stats_gauge_own(&stats_row()->in_flight, 1);
     }
     rc = http_parse_request(x->request, relay_bytes(relay), buffer_length(&relay->head),
                             &relay->config->limits);
@@ -558,6 +564,7 @@ static void send_request(struct relay *relay)
         used += (size_t)n;
     }
     connection_write(&x->upstream->conn, head.data, buffer_length(&head));
+    stats_add(&x->current->stats->requests, 1);
     /* A connection from the pool may turn out to have been closed by the
      * backend as we wrote: keep what we sent, to send it again once. */
     if (x->info.body.done && x->reused && !x->retried)
@@ -962,6 +969,12 @@ void exchange_free(struct relay *relay)
     struct exchange *x = &relay->x;
 
     log_exchange(relay);
+    if (x->head_started > 0) {
+        /* Counted as logged: 499 for a client that left before any answer. */
+        stats_gauge_own(&stats_row()->in_flight, -1);
+        stats_count_request(x->site != NULL ? x->site : relay->config->router.unknown_stats,
+                            x->status != 0 ? x->status : 499);
+    }
     buffer_free(&x->log_fields);
     relay_release_backend(relay);
     free(x->request);

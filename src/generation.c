@@ -42,7 +42,7 @@ static void sync_health_checks(struct config *c)
             continue; /* unchanged: it keeps its counts */
         health_check_stop(b);
         if (wanted == NULL)
-            b->failing = false; /* nobody checks it: passive health alone judges it */
+            backend_set_failing(b, false); /* nobody checks it: passive health alone judges it */
         else if (health_check_start(b, wanted) == -1)
             log_msg("health checks of %s do not run", b->name);
     }

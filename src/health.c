@@ -15,6 +15,7 @@
 #include "log.h"
 #include "net.h"
 #include "reactor.h"
+#include "stats.h"
 #include "timer.h"
 
 #include <errno.h>
@@ -78,16 +79,16 @@ static void check_done(struct health_check *check, bool passed, const char *why)
     if (passed) {
         check->failures = 0;
         check->passes++;
-        if (b->failing && check->passes >= check->settings.rise) {
-            b->failing = false;
+        if (backend_failing(b) && check->passes >= check->settings.rise) {
+            backend_set_failing(b, false);
             log_msg("backend %s is up: health check passed %u time%s in a row", b->name,
                     check->passes, check->passes == 1 ? "" : "s");
         }
     } else {
         check->passes = 0;
         check->failures++;
-        if (!b->failing && check->failures >= check->settings.fall) {
-            b->failing = true;
+        if (!backend_failing(b) && check->failures >= check->settings.fall) {
+            backend_set_failing(b, true);
             log_msg("backend %s is down: health check failed %u time%s in a row (%s)", b->name,
                     check->failures, check->failures == 1 ? "" : "s", why);
         }
@@ -247,6 +248,7 @@ int health_check_start(struct backend *b, const struct health_settings *settings
                  "Connection: close\r\n\r\n", settings->path, b->name);
     check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
     b->check = check;
+    atomic_store(&b->stats->checked, true);
     check->started = reactor_now() - settings->interval; /* the first check: now */
     wait_next(check);
     return 0;
@@ -273,4 +275,5 @@ void health_check_stop(struct backend *b)
     timer_disarm(&check->timer);
     free(check);
     b->check = NULL;
+    atomic_store(&b->stats->checked, false);
 }

@@ -20,6 +20,7 @@
 
 #include "connection.h"
 #include "log.h"
+#include "stats.h"
 #include "timer.h"
 
 #include <arpa/inet.h>
@@ -97,6 +98,7 @@ static void relay_close(struct relay *relay)
     if (relay->next != NULL)
         relay->next->prev = relay->prev;
     relay->set->count--;
+    stats_gauge_own(&stats_row()->connections, -1);
     timer_disarm(&relay->timer);
     connection_close(&relay->client);
     exchange_free(relay);
@@ -307,6 +309,9 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->head = (struct buffer)BUFFER_INIT;
     format_address(address, relay->client_address, sizeof relay->client_address);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
+    relay->client.bytes_read = &stats_row()->bytes_in;
+    relay->client.bytes_written = &stats_row()->bytes_out;
+    stats_gauge_own(&stats_row()->connections, 1);
     relay_settle_or_close(relay);
     return 0;
 }

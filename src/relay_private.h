@@ -51,6 +51,7 @@ struct exchange {
     bool client_keep_alive;          /* the client asked to keep the connection */
     bool upgrade;                    /* the request asks for an upgrade (WebSocket) */
     struct pool *pool;               /* chosen by route, or by Host */
+    struct stats_site *site;         /* where it counts: the site its Host names */
     struct backend *current;         /* the backend tried or in use, or NULL */
     const struct addrinfo *address;  /* which of its addresses */
     uint64_t tried;                  /* backends tried for this request */

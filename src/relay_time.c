@@ -18,6 +18,7 @@
 #include "relay_private.h"
 
 #include "log.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -81,9 +82,16 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
     return best;
 }
 
-/* Logs a timeout once, naming the client, the backend and the timeout. */
+/* Logs a timeout once, naming the client, the backend and the timeout,
+ * and counts it: a timeout counted is a timeout logged. */
 static void log_timeout(const struct relay *relay, enum deadline which, const char *what)
 {
+    static const enum stats_timeout kinds[] = {
+        [DEADLINE_HEADER] = TIMEOUT_HEADER, [DEADLINE_CONNECT] = TIMEOUT_CONNECT,
+        [DEADLINE_BODY] = TIMEOUT_BODY, [DEADLINE_RESPONSE] = TIMEOUT_RESPONSE,
+        [DEADLINE_LINGER] = TIMEOUT_IDLE, [DEADLINE_IDLE] = TIMEOUT_IDLE,
+        [DEADLINE_KEEPALIVE] = TIMEOUT_IDLE,
+    };
     const struct timeouts *t = &relay->config->timeouts;
     const double seconds[] = {
         [DEADLINE_HEADER] = t->header, [DEADLINE_CONNECT] = t->connect,
@@ -94,6 +102,7 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
 
     log_msg("%s (%g s) fired: client %s, backend %s: %s", deadline_names[which], seconds[which],
             relay->client_address, relay->x.current != NULL ? relay->x.current->name : "none", what);
+    stats_count_timeout(kinds[which]);
 }
 
 /* We answered because of a timeout: unless the connection stays open for

@@ -12,6 +12,7 @@
 #include "privileges.h"
 #include "reactor.h"
 #include "relay.h"
+#include "stats.h"
 #include "timer.h"
 
 #include <errno.h>
@@ -299,9 +300,15 @@ int main(int argc, char *argv[])
     if (argc != 2 || argv[1][0] == '-')
         return usage();
     proxy.config_path = argv[1];
-    config = config_open(proxy.config_path);
-    if (config == NULL)
+    /* The counters come first: the config finds its backends' and sites'
+     * slots in them. */
+    if (stats_init() == -1)
         return 1;
+    config = config_open(proxy.config_path);
+    if (config == NULL) {
+        stats_close();
+        return 1;
+    }
 
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */
@@ -366,5 +373,6 @@ out_reactor:
 out_config:
     if (config != NULL)
         config_release(config);
+    stats_close();
     return status;
 }

@@ -36,7 +36,7 @@ static void attach(struct upstream *u, void (*handle)(void *owner, uint32_t even
 {
     u->handle = handle;
     u->owner = owner;
-    u->backend->active++;
+    backend_count_active(u->backend, 1);
 }
 
 struct upstream *upstream_connect(struct backend *b, const struct addrinfo *address,
@@ -131,7 +131,7 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
     struct backend *b = u->backend;
     struct connection *c = &u->conn;
 
-    b->active--;
+    backend_count_active(b, -1);
     if (!reusable || b->idle_count >= k->backend_idle || c->broken || c->read_done ||
         c->write_done || connection_queued(c) > 0 ||
         timer_arm(&u->idle_timer, reactor_now() + k->backend_idle_timeout) == -1) {
@@ -174,7 +174,7 @@ void upstream_finish(struct upstream *u, double timeout)
 {
     struct connection *c = &u->conn;
 
-    u->backend->active--;
+    backend_count_active(u->backend, -1);
     if (c->broken || c->write_done || connection_queued(c) == 0 ||
         timer_arm(&u->idle_timer, reactor_now() + timeout) == -1) {
         upstream_close(u);
