@@ -25,6 +25,9 @@ PACKAGES=(
   haproxy                # bench/keepalive compares rsp with HAProxy too
   goaccess               # the access log tests check that goaccess reads rsp's log
   logrotate              # the install tests check the logrotate snippet (dist/)
+  chromium               # a headless browser renders the status page (test_status.py)
+  chromium-driver        # chromedriver: selenium drives that browser
+  python3-selenium       # the status page test's WebDriver client (PyPI is not reachable)
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -76,6 +79,9 @@ command -v gnuplot >/dev/null || { echo "setup-env.sh: gnuplot is missing" >&2; 
 command -v clang >/dev/null || { echo "setup-env.sh: clang is missing" >&2; exit 1; }
 command -v goaccess >/dev/null || { echo "setup-env.sh: goaccess is missing" >&2; exit 1; }
 [ -x /usr/sbin/logrotate ] || command -v logrotate >/dev/null || { echo "setup-env.sh: logrotate is missing" >&2; exit 1; }
+command -v chromium >/dev/null || { echo "setup-env.sh: chromium is missing" >&2; exit 1; }
+command -v chromedriver >/dev/null || { echo "setup-env.sh: chromedriver is missing" >&2; exit 1; }
+/usr/bin/python3 -c 'import selenium' || { echo "setup-env.sh: python3-selenium is not importable" >&2; exit 1; }
 # The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.
 printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
   clang -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null ||

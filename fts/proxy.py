@@ -266,6 +266,19 @@ def stage10_settings(listen_port, backends, options=None):
     return _settings_adding(STAGE10_OPTIONS, stage9_settings, listen_port, backends, options)
 
 
+# Stage 11 adds seeing and scaling: status_listen ("HOST:PORT" or a port;
+# the status page, status.json and /metrics on a listener of their own),
+# status_public (allow a non-loopback status_listen), workers (a number or
+# "auto") and reuseport (one listening socket per worker).
+STAGE11_OPTIONS = ("status_listen", "status_public", "workers", "reuseport")
+
+
+def stage11_settings(listen_port, backends, options=None):
+    """The stage 11 config globals, as Lua source text: those of stage 10
+    plus any of STAGE11_OPTIONS given in `options`."""
+    return _settings_adding(STAGE11_OPTIONS, stage10_settings, listen_port, backends, options)
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -281,9 +294,13 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     stage 08 also the timeouts and health_check (see STAGE8_OPTIONS); from
     stage 09 also the keep-alive settings (see STAGE9_OPTIONS); from
     stage 10 also shutdown_timeout, access_log, access_log_format and user
-    (see STAGE10_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
+    (see STAGE10_OPTIONS); from stage 11 also status_listen,
+    status_public, workers and reuseport (see STAGE11_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
     again with the same port, this rewrites it (for a reload)."""
     options = dict(options or {})
+    if stage <= 10 and set(options) & set(STAGE11_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE11_OPTIONS)))} (stage 11 on)")
     if stage <= 9 and set(options) & set(STAGE10_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE10_OPTIONS)))} (stage 10 on)")
@@ -321,8 +338,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = stage7_config(listen_port, backends, options, settings=stage8_settings)
     elif stage <= 9:  # the same, plus keep-alive and backend pooling
         text = stage7_config(listen_port, backends, options, settings=stage9_settings)
-    else:             # the same, plus shutdown_timeout, the access log and user
+    elif stage <= 10:  # the same, plus shutdown_timeout, the access log and user
         text = stage7_config(listen_port, backends, options, settings=stage10_settings)
+    else:             # the same, plus the status listener and workers
+        text = stage7_config(listen_port, backends, options, settings=stage11_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)

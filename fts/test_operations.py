@@ -18,7 +18,6 @@ Proxy.wait_exit and check the status (0).
 The access log is tested in test_access_log.py.
 """
 
-import collections
 import os
 import pwd
 import shutil
@@ -34,13 +33,15 @@ import pytest
 from backends import read_head
 from checks import LOG_LINE, assert_config_error, assert_serves, log_lines, served_by
 from client import Conn, Response, build_request, connect, get, recv_or_reset
+from load import SteadyLoad
 from netutil import LOOPBACK, free_port, is_listening, wait_for
 from pattern import assert_is_pattern
 from proxy import backend_address, is_sanitized, proxy_arguments, run_rsp, tcp_socket_fds, vm_rss
 
 pytestmark = pytest.mark.stage(10)
 
-VERSION = "rsp 0.10.0"
+# What `rsp -v` prints, by stage: the minor version is the stage's number.
+VERSIONS = {10: "rsp 0.10.0", 11: "rsp 0.11.0"}
 POLL_TIMEOUT = 5.0   # s: a bound on waiting for something that must happen (never a measurement)
 EXIT_BOUND = 4.0     # s: a stop that must not wait (nothing in flight, or shutdown_timeout = 1) is over by then
 
@@ -174,10 +175,10 @@ def assert_refused(port):
 # -- the command line --------------------------------------------------------------
 
 def test_version(rsp, tmp_path):
-    """rsp -v prints "rsp 0.10.0" on stdout and exits 0."""
+    """rsp -v prints "rsp 0.10.0" on stdout (0.11.0 from stage 11) and exits 0."""
     result = run_rsp(rsp, ["-v"], tmp_path)
     assert result.returncode == 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
-    assert result.stdout == VERSION + "\n", result.stdout
+    assert result.stdout == VERSIONS[rsp.stage] + "\n", result.stdout
     assert result.stderr == "", result.stderr
 
 
@@ -544,78 +545,14 @@ def test_twenty_reloads_under_load(make_keepalive_backend, start_proxy, rsp, tmp
     sets = [[a1, a2], [b]]
     names = {"a1", "a2", "b"}
     proxy = start_proxy(*sets[0])
-    stop = threading.Event()
-    failures, served = [], collections.Counter()
-    lock = threading.Lock()
-
-    def check(r, size, what):
-        if r.status != 200 or not r.complete or r.header("X-Backend") not in names or len(r.body) != size:
-            with lock:
-                failures.append(f"{what}: {r!r} {r.raw[:200]!r}")
-            return False
-        try:
-            assert_is_pattern(r.body, size)
-        except AssertionError as e:
-            with lock:
-                failures.append(f"{what}: {e}")
-            return False
-        with lock:
-            served[r.header("X-Backend")] += 1
-        return True
-
-    def keepalive_client(t):
-        conn, n = None, 0
-        try:
-            while not stop.is_set():
-                if conn is None:
-                    conn = Conn(proxy.port, timeout=10)
-                size = 100 + (37 * n) % 5000
-                try:
-                    r = conn.get(f"/cl?size={size}&t={t}&n={n}")
-                except Exception as e:
-                    with lock:
-                        failures.append(f"keep-alive client {t}, request {n}: {e!r}")
-                    conn.close()
-                    conn = None
-                    continue
-                check(r, size, f"keep-alive client {t}, request {n}")
-                if "close" in r.connection_tokens() or r.eof:
-                    conn.close()
-                    conn = None
-                n += 1
-        finally:
-            if conn is not None:
-                conn.close()
-
-    def new_connection_client(t):
-        n = 0
-        while not stop.is_set():
-            size = 200 + (53 * n) % 7000
-            try:
-                r = get(proxy.port, f"/cl?size={size}&t={t}&n={n}", timeout=10)
-            except Exception as e:
-                with lock:
-                    failures.append(f"client {t}, request {n}: {e!r}")
-                continue
-            check(r, size, f"client {t}, request {n}")
-            n += 1
-
-    threads = [threading.Thread(target=keepalive_client, args=(t,), daemon=True) for t in (0, 1)]
-    threads += [threading.Thread(target=new_connection_client, args=(t,), daemon=True) for t in (2, 3)]
-    for thread in threads:
-        thread.start()
-    try:
+    with SteadyLoad(proxy.port, names, keepalive=2, fresh=2) as load:
         for i in range(1, 21):
             time.sleep(0.05)
             write_config(rsp, proxy, tmp_path, sets[i % 2])
             sighup(proxy, i + 1)
         time.sleep(0.1)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(15)
-    assert not any(thread.is_alive() for thread in threads), "a client hung"
-    assert not failures, f"{len(failures)} failed requests, e.g.: {failures[:5]}"
+    load.assert_clean()
+    served = load.served
     assert served["b"] > 0 and served["a1"] + served["a2"] > 0, served
     assert sum(served.values()) >= 100, f"too little load to mean anything: {served}"
     assert set(served_by_each(proxy, 6)) <= {"a1", "a2"}

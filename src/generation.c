@@ -48,13 +48,14 @@ static void sync_health_checks(struct config *c)
     }
 }
 
-unsigned generation_install(struct config *c)
+unsigned generation_install(struct config *c, bool check_health)
 {
     struct config *previous = current;
 
     c->generation = ++installed;
     current = c;
-    sync_health_checks(c);
+    if (check_health)
+        sync_health_checks(c);
     if (previous != NULL)
         config_release(previous);
     return c->generation;

@@ -10,6 +10,8 @@
 #ifndef RSP_GENERATION_H
 #define RSP_GENERATION_H
 
+#include <stdbool.h>
+
 struct config;
 
 /* The current generation (NULL before the first install). Not a new
@@ -17,11 +19,12 @@ struct config;
 struct config *generation_current(void);
 
 /* Makes c the current generation, taking over the caller's reference and
- * numbering it; the previous one is released. Brings the active health
- * checks in line with c: a backend is checked with the settings of the
+ * numbering it; the previous one is released. With check_health (rsp
+ * alone, or the master; never a worker) brings the active health checks
+ * in line with c: a backend is checked with the settings of the
  * first of c's pools that checks it, and backends c does not check are
  * not checked any more. Returns c's number. */
-unsigned generation_install(struct config *c);
+unsigned generation_install(struct config *c, bool check_health);
 
 /* Releases the current generation (when rsp stops). */
 void generation_clear(void);

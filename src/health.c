@@ -277,3 +277,17 @@ void health_check_stop(struct backend *b)
     b->check = NULL;
     atomic_store(&b->stats->checked, false);
 }
+
+void health_check_forget(struct backend *b)
+{
+    struct health_check *check = b->check;
+
+    if (check == NULL)
+        return;
+    /* The epoll instance and the timers are the parent's: only the fd and
+     * the memory are this process's to let go. */
+    if (check->handler.fd != -1 && close(check->handler.fd) == -1)
+        log_errno("close (a health check inherited from the master)");
+    free(check);
+    b->check = NULL;
+}

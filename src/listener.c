@@ -25,12 +25,17 @@
 #define LISTENER_PAUSE 0.1
 /* The least time between two "out of file descriptors" lines. */
 #define OVERFLOW_REPORT_INTERVAL 1.0
+/* A shared socket goes to the back of the line after this many accepts:
+ * see take_turns(). */
+#define LISTENER_TURN 16
 
 struct listener {
     struct epoll_event_handler handler;
     struct relay_set *relays;
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
+    uint32_t events;            /* EPOLLIN, with EPOLLEXCLUSIVE when workers share the socket */
+    unsigned accepted;          /* clients accepted since this worker's last turn began */
     /* Ends a pause in listening: see pause_listening(). */
     struct timer resume;
     bool paused;
@@ -93,8 +98,9 @@ static void pause_listening(struct listener *listener)
         log_msg("out of memory arming a timer");
         return;
     }
-    if (reactor_modify(&listener->handler, 0) == -1) {
-        log_errno("epoll_ctl(MOD) listener");
+    /* Out of epoll rather than watching nothing: EPOLLEXCLUSIVE allows no MOD. */
+    if (reactor_remove(&listener->handler) == -1) {
+        log_errno("epoll_ctl(DEL) listener");
         timer_disarm(&listener->resume);
         return;
     }
@@ -106,8 +112,8 @@ static void resume_listening(struct timer *timer)
 {
     struct listener *listener = (struct listener *)((char *)timer - offsetof(struct listener, resume));
 
-    if (reactor_modify(&listener->handler, EPOLLIN) == -1) {
-        log_errno("epoll_ctl(MOD) listener");
+    if (reactor_add(&listener->handler, listener->events) == -1) {
+        log_errno("epoll_ctl(ADD) listener");
         if (timer_arm(timer, reactor_now() + LISTENER_PAUSE) == -1)
             log_msg("out of memory arming a timer: no longer accepting clients");
         return;
@@ -149,6 +155,31 @@ static bool accept_overflow(struct listener *listener)
     return fd != -1;
 }
 
+/* With EPOLLEXCLUSIVE the kernel wakes the first of the waiting epoll
+ * instances in the order they were added, so under a light load the
+ * worker that added the socket first takes nearly every client. Taking
+ * the socket out of our epoll and adding it again puts us at the back of
+ * that order: after LISTENER_TURN clients, the other workers come first.
+ * (nginx does the same, and for the same reason.) */
+static void take_turns(struct listener *listener)
+{
+    if (!(listener->events & EPOLLEXCLUSIVE) || listener->paused ||
+        ++listener->accepted < LISTENER_TURN)
+        return;
+    listener->accepted = 0;
+    if (reactor_remove(&listener->handler) == -1) {
+        log_errno("epoll_ctl(DEL) listener (taking turns)");
+        return; /* still watched as it was */
+    }
+    if (reactor_add(&listener->handler, listener->events) == -1) {
+        /* Out of epoll: as if paused, until the timer puts it back. */
+        log_errno("epoll_ctl(ADD) listener (taking turns)");
+        listener->paused = true;
+        if (timer_arm(&listener->resume, reactor_now() + LISTENER_PAUSE) == -1)
+            log_msg("out of memory arming a timer: no longer accepting clients");
+    }
+}
+
 static void listener_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct listener *listener = self->closure;
@@ -176,6 +207,7 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
             return;
         }
         report_overflow(listener, true);
+        take_turns(listener);
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
         if (relay_start(client_fd, (struct sockaddr *)&address, length, generation_current(),
@@ -184,7 +216,7 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
     }
 }
 
-struct listener *listener_start(int listen_fd, struct relay_set *relays)
+struct listener *listener_start(int listen_fd, struct relay_set *relays, bool shared)
 {
     struct listener *listener = calloc(1, sizeof *listener);
 
@@ -196,9 +228,12 @@ struct listener *listener_start(int listen_fd, struct relay_set *relays)
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
     listener->relays = relays;
+    /* Several workers waiting on one socket: wake one of them per
+     * connection, not all (the others would find nothing to accept). */
+    listener->events = shared ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN;
     timer_init(&listener->resume, resume_listening);
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (listener->spare_fd == -1 || reactor_add(&listener->handler, EPOLLIN) == -1) {
+    if (listener->spare_fd == -1 || reactor_add(&listener->handler, listener->events) == -1) {
         log_errno("listener_start");
         if (listener->spare_fd != -1)
             close(listener->spare_fd);
@@ -211,7 +246,7 @@ struct listener *listener_start(int listen_fd, struct relay_set *relays)
 void listener_stop(struct listener *listener)
 {
     timer_disarm(&listener->resume);
-    if (reactor_remove(&listener->handler) == -1)
+    if (!listener->paused && reactor_remove(&listener->handler) == -1)
         log_errno("epoll_ctl(DEL) listener");
     if (close(listener->handler.fd) == -1)
         log_errno("close listener");

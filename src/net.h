@@ -3,6 +3,8 @@
 #ifndef RSP_NET_H
 #define RSP_NET_H
 
+#include <stdbool.h>
+
 struct addrinfo;
 
 /* Parses a TCP port number ("1".."65535"). Returns the port, or -1 if text
@@ -12,6 +14,11 @@ int net_parse_port(const char *text);
 /* Creates a non-blocking socket listening on host:port; host NULL means
  * every local address. Returns the fd, or -1 after logging why. */
 int net_listen(const char *host, const char *port);
+
+/* The same, with SO_REUSEPORT set when reuseport is true: several sockets
+ * may then listen on one address, and the kernel spreads new connections
+ * over them (chapter 11's workers, one socket each). */
+int net_listen_reuseport(const char *host, const char *port, bool reuseport);
 
 /* Starts a non-blocking connect to one address. Returns the socket, whose
  * connect is either done or in progress: the socket becomes writable when

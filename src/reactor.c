@@ -145,6 +145,19 @@ int reactor_run(void)
     return 0;
 }
 
+int reactor_after_fork(void)
+{
+    /* Closing our copy of the fd leaves the parent's instance as it was;
+     * the parent's sockets and timers are not ours to watch. */
+    if (close(epoll_fd) == -1)
+        log_errno("close the master's epoll fd");
+    timers_forget();
+    release_deferred();
+    batch_length = batch_next = 0;
+    running = false;
+    return reactor_init();
+}
+
 void reactor_stop(void)
 {
     running = false;

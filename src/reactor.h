@@ -55,6 +55,11 @@ double reactor_now(void);
  * reason other than a signal. */
 int reactor_run(void);
 
+/* In a child process just forked from inside the loop: forgets the
+ * parent's epoll instance, timers and deferred frees, and starts afresh
+ * (reactor_run may then be called again). Returns 0, or -1 after logging. */
+int reactor_after_fork(void);
+
 /* Makes reactor_run return once the handler now running is done. */
 void reactor_stop(void);
 

@@ -1,6 +1,11 @@
-/* rsp.c -- stage 10: rsp can be operated: reloaded without dropping
+/* rsp.c -- stage 11: rsp shows what it does (status_listen) and uses
+ * every core (workers). As in stage 10 it is reloaded without dropping
  * anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT), its access log
  * reopened (SIGUSR1); it checks a config (-t) and drops root (user).
+ *
+ * With one worker (the default) this process serves clients itself; with
+ * more it becomes the master (master.c) and each worker it forks runs
+ * worker_run below: the same loop, the same signals.
  *
  * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v */
 #include "access_log.h"
@@ -9,7 +14,9 @@
 #include "listener.h"
 #include "log.h"
 #include "net.h"
+#include "health.h"
 #include "privileges.h"
+#include "process.h"
 #include "reactor.h"
 #include "relay.h"
 #include "stats.h"
@@ -22,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *balance_name(const struct pool *pool)
@@ -65,20 +74,21 @@ static void log_startup(const struct config *config)
         log_msg("route(req) chooses for every request (time limit %g s)", config->route_time_limit);
 }
 
-#define RSP_VERSION "0.10.0"
+#define RSP_VERSION "0.11.0"
 
 /* What the signals act on. */
 static struct {
-    const char *config_path;
+    struct process p;
     struct relay_set relays;
     struct listener *listener;  /* NULL once stopping */
     struct epoll_event_handler signals;
     struct timer shutdown_timer;
     bool stopping;
+    int worker;                 /* this process is worker N (1, 2, ...); 0: rsp alone */
+    bool master;                /* this process keeps workers: signals go to master.c */
 } proxy;
 
-/* True if both configs listen on the same address and port. */
-static bool same_listen(const struct config *a, const struct config *b)
+bool same_listen(const struct config *a, const struct config *b)
 {
     if ((a->listen_host == NULL) != (b->listen_host == NULL))
         return false;
@@ -86,9 +96,30 @@ static bool same_listen(const struct config *a, const struct config *b)
            (a->listen_host == NULL || strcmp(a->listen_host, b->listen_host) == 0);
 }
 
-/* Opens the access log c (loaded from path) asks for, or closes it if c
- * has none. Returns 0, or -1 after saying why, as a config error does. */
-static int apply_access_log(const char *path, const struct config *c)
+int sockets_open(struct sockets *s, const struct config *c, size_t count)
+{
+    s->count = 0;
+    while (s->count < count) {
+        int fd = net_listen_reuseport(c->listen_host, c->listen_port, count > 1);
+
+        if (fd == -1) {
+            sockets_close(s);
+            return -1;
+        }
+        s->fds[s->count++] = fd;
+    }
+    return 0;
+}
+
+void sockets_close(struct sockets *s)
+{
+    for (size_t i = 0; i < s->count; i++)
+        if (close(s->fds[i]) == -1)
+            log_errno("close listening socket");
+    s->count = 0;
+}
+
+int apply_access_log(const char *path, const struct config *c)
 {
     if (c->operations.access_log == NULL) {
         access_log_close();
@@ -102,6 +133,67 @@ static int apply_access_log(const char *path, const struct config *c)
     return 0;
 }
 
+int apply_status(struct process *p, const struct config *c)
+{
+    const struct scaling *s = &c->scaling;
+    struct status_server *next;
+
+    if (s->status_host == NULL) {
+        status_stop(p->status);
+        p->status = NULL;
+        return 0;
+    }
+    if (p->status != NULL && status_listens_on(p->status, s->status_host, s->status_port))
+        return 0;
+    next = status_start(s->status_host, s->status_port, &p->facts);
+    if (next == NULL)
+        return -1;
+    status_stop(p->status);
+    p->status = next;
+    return 0;
+}
+
+double process_wall_clock(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) == -1)
+        return 0; /* cannot fail with this clock */
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void reload_refused(struct process *p, struct config *next)
+{
+    if (next != NULL)
+        config_release(next);
+    p->facts.reloads_failed++;
+    log_msg("reload failed: %s is refused, generation %u keeps serving", p->config_path,
+            generation_current()->generation);
+}
+
+/* A worker's reload: the master has read the file and found it good; the
+ * worker loads the same bytes (config_text.c) into a Lua state of its
+ * own. The listening sockets, the status listener and the health checks
+ * are the master's business. */
+static void worker_reload(void)
+{
+    struct config *current = generation_current(), *next = NULL;
+    char *text;
+    size_t length;
+
+    if (config_share_take(&text, &length) == 0) {
+        next = config_open_text(proxy.p.config_path, text, length);
+        free(text);
+    }
+    if (next == NULL || !same_listen(current, next) || apply_access_log(proxy.p.config_path, next) == -1) {
+        if (next != NULL)
+            config_release(next);
+        log_msg("reload failed: generation %u keeps serving", current->generation);
+        return;
+    }
+    log_msg("config reloaded: generation %u", generation_install(next, false));
+}
+
 /* SIGHUP: reads the config file again. Anything wrong (the file, a
  * setting, a port that cannot be had, a log that cannot be opened) and
  * the running generation keeps serving; otherwise the new one takes the
@@ -110,27 +202,39 @@ static void reload(void)
 {
     struct config *current = generation_current(), *next;
     struct listener *listener = NULL;
+    struct sockets sockets = { .count = 0 };
 
+    if (proxy.worker != 0) {
+        worker_reload();
+        return;
+    }
     log_msg("SIGHUP: reloading the config");
-    next = config_open(proxy.config_path);
-    if (next == NULL)
-        goto failed;
+    next = config_open(proxy.p.config_path);
+    if (next == NULL) {
+        reload_refused(&proxy.p, NULL);
+        return;
+    }
+    if (next->scaling.workers != current->scaling.workers)
+        log_msg("setting 'workers' changed: that takes a restart; the rest of the config is reloaded");
     if (!same_listen(current, next)) {
         /* The old socket stays until the new one works: a typo in `listen`
          * must not leave rsp deaf. */
-        int fd = net_listen(next->listen_host, next->listen_port);
-        if (fd == -1)
-            goto failed;
-        listener = listener_start(fd, &proxy.relays);
+        if (sockets_open(&sockets, next, 1) == -1) {
+            reload_refused(&proxy.p, next);
+            return;
+        }
+        listener = listener_start(sockets.fds[0], &proxy.relays, false);
         if (listener == NULL) {
-            close(fd);
-            goto failed;
+            sockets_close(&sockets);
+            reload_refused(&proxy.p, next);
+            return;
         }
     }
-    if (apply_access_log(proxy.config_path, next) == -1) {
+    if (apply_access_log(proxy.p.config_path, next) == -1 || apply_status(&proxy.p, next) == -1) {
         if (listener != NULL)
             listener_stop(listener);
-        goto failed;
+        reload_refused(&proxy.p, next);
+        return;
     }
     if ((next->operations.user == NULL) != (current->operations.user == NULL) ||
         (next->operations.user != NULL && strcmp(next->operations.user, current->operations.user) != 0))
@@ -141,14 +245,9 @@ static void reload(void)
         log_msg("listening on %s port %s", next->listen_host ? next->listen_host : "every address,",
                 next->listen_port);
     }
-    log_msg("reloaded %s: generation %u", proxy.config_path, generation_install(next));
-    return;
-
-failed:
-    if (next != NULL)
-        config_release(next);
-    log_msg("reload failed: %s is refused, generation %u keeps serving", proxy.config_path,
-            current->generation);
+    proxy.p.facts.reloads_ok++;
+    proxy.p.facts.loaded_at = process_wall_clock();
+    log_msg("reloaded %s: generation %u", proxy.p.config_path, generation_install(next, true));
 }
 
 static void shutdown_timer_fired(struct timer *timer)
@@ -206,6 +305,10 @@ static void signal_handle(struct epoll_event_handler *self, uint32_t events)
             log_errno("reading the signalfd");
             return;
         }
+        if (proxy.master) {
+            master_signal((int)info.ssi_signo);
+            continue;
+        }
         switch (info.ssi_signo) {
         case SIGHUP:
             if (proxy.stopping)
@@ -223,9 +326,9 @@ static void signal_handle(struct epoll_event_handler *self, uint32_t events)
     }
 }
 
-/* Routes SIGTERM, SIGINT, SIGHUP and SIGUSR1 to the signalfd. Returns 0,
- * or -1 after logging. */
-static int watch_signals(void)
+/* Routes SIGTERM, SIGINT, SIGHUP and SIGUSR1 (and for a master, SIGCHLD)
+ * to the signalfd. Returns 0, or -1 after logging. */
+static int watch_signals(bool master)
 {
     struct epoll_event_handler *handler = &proxy.signals;
     sigset_t signals;
@@ -235,6 +338,8 @@ static int watch_signals(void)
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGHUP);
     sigaddset(&signals, SIGUSR1);
+    if (master)
+        sigaddset(&signals, SIGCHLD);
     /* Blocked signals stay pending, where the signalfd can read them. */
     if (sigprocmask(SIG_BLOCK, &signals, NULL) == -1) {
         log_errno("sigprocmask");
@@ -285,11 +390,102 @@ static int usage(void)
     return 2;
 }
 
+/* Sets up this process to serve clients on listen_fd and runs until it
+ * stops. Returns the exit status. */
+static int serve(int listen_fd, bool shared)
+{
+    int status;
+
+    proxy.listener = listener_start(listen_fd, &proxy.relays, shared);
+    if (proxy.listener == NULL) {
+        if (close(listen_fd) == -1)
+            log_errno("close listening socket");
+        return 1;
+    }
+    status = reactor_run() == 0 ? 0 : 1;
+    if (status == 0)
+        log_msg("stopped");
+    /* Everything is freed, so that a leak checker at exit sees only real
+     * leaks. The last generation takes its backends with it: their health
+     * checks and idle connections. */
+    relay_close_all(&proxy.relays);
+    timer_disarm(&proxy.shutdown_timer);
+    if (proxy.listener != NULL)
+        listener_stop(proxy.listener);
+    proxy.listener = NULL;
+    return status;
+}
+
+/* Releases what main set up, in reverse. */
+static void clean_up(void)
+{
+    struct backend *b;
+
+    generation_clear();
+    status_stop(proxy.p.status);
+    proxy.p.status = NULL;
+    access_log_close();
+    if (reactor_remove(&proxy.signals) == -1 || close(proxy.signals.fd) == -1)
+        log_errno("closing the signalfd");
+    for (b = backend_first(); b != NULL; b = b->registry_next)
+        health_check_stop(b);
+    reactor_close();
+}
+
+void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared, pid_t master)
+{
+    char tag[32];
+    struct backend *b;
+    int status;
+
+    (void)p;
+    snprintf(tag, sizeof tag, "worker %d", slot);
+    log_set_tag(tag);
+    proxy.worker = slot;
+    stats_use_row(row);
+    /* A worker must not outlive its master: nobody would stop it. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) == -1)
+        log_errno("prctl(PR_SET_PDEATHSIG)");
+    /* The master may have died between fork and prctl: then nobody sends
+     * that signal, and the worker must go by itself. */
+    if (getppid() != master)
+        _exit(1);
+    /* Its own process group: a Ctrl-C at a terminal reaches the master
+     * alone, which passes the stop on, once. */
+    if (setpgid(0, 0) == -1)
+        log_errno("setpgid");
+    /* What the master watched is the master's: its epoll instance, its
+     * timers, the status listener, the health checks, the other
+     * workers' sockets. This process keeps listen_fd and the config. */
+    if (reactor_after_fork() == -1)
+        _exit(1);
+    if (close(proxy.signals.fd) == -1)
+        log_errno("close the master's signalfd");
+    status_forget(proxy.p.status);
+    proxy.p.status = NULL;
+    for (b = backend_first(); b != NULL; b = b->registry_next)
+        health_check_forget(b);
+    for (size_t i = 0; i < proxy.p.sockets.count; i++)
+        if (proxy.p.sockets.fds[i] != listen_fd && close(proxy.p.sockets.fds[i]) == -1)
+            log_errno("close another worker's socket");
+    proxy.p.sockets.count = 0;
+    proxy.master = false;
+    master_forget();
+    if (watch_signals(false) == -1)
+        _exit(1);
+    timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
+    status = serve(listen_fd, shared);
+    clean_up();
+    stats_close();
+    config_share_close();
+    exit(status);
+}
+
 int main(int argc, char *argv[])
 {
     struct config *config;
     unsigned long long fd_limit;
-    int listen_fd, status = 1;
+    int status = 1;
 
     if (argc == 2 && strcmp(argv[1], "-v") == 0) {
         printf("rsp " RSP_VERSION "\n");
@@ -299,16 +495,14 @@ int main(int argc, char *argv[])
         return check_config(argv[2]);
     if (argc != 2 || argv[1][0] == '-')
         return usage();
-    proxy.config_path = argv[1];
-    /* The counters come first: the config finds its backends' and sites'
-     * slots in them. */
+    proxy.p.config_path = argv[1];
+    /* The shared counters come first: the config finds its backends' and
+     * sites' slots in them, and every worker forked later shares them. */
     if (stats_init() == -1)
         return 1;
-    config = config_open(proxy.config_path);
-    if (config == NULL) {
-        stats_close();
-        return 1;
-    }
+    config = config_open(proxy.p.config_path);
+    if (config == NULL)
+        goto out_stats;
 
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */
@@ -320,20 +514,18 @@ int main(int argc, char *argv[])
     if (reactor_init() == -1)
         goto out_config;
     timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
-    if (watch_signals() == -1)
+    if (watch_signals(config->scaling.workers > 1) == -1)
         goto out_reactor;
-    listen_fd = net_listen(config->listen_host, config->listen_port);
-    if (listen_fd == -1)
+    if (sockets_open(&proxy.p.sockets, config,
+                     config->scaling.workers > 1 && config->scaling.reuseport ? config->scaling.workers : 1) == -1)
         goto out_signals;
-    proxy.listener = listener_start(listen_fd, &proxy.relays);
-    if (proxy.listener == NULL) {
-        close(listen_fd);
-        goto out_signals;
-    }
-    /* As root, the log is opened before root is given up (the directory
-     * may be root's); reopening later needs the user's rights. */
-    if (apply_access_log(proxy.config_path, config) == -1)
-        goto out_listener;
+    proxy.p.facts.started_at = proxy.p.facts.loaded_at = process_wall_clock();
+    proxy.p.facts.workers = config->scaling.workers;
+    /* As root, the log is opened and the ports bound before root is given
+     * up (the directory may be root's); reopening later needs the user's
+     * rights. */
+    if (apply_access_log(proxy.p.config_path, config) == -1 || apply_status(&proxy.p, config) == -1)
+        goto out_sockets;
     if (config->operations.user != NULL) {
         /* The log file becomes the user's, as nginx does it: after a
          * SIGUSR1 rsp opens it again with that user's rights. */
@@ -341,30 +533,35 @@ int main(int argc, char *argv[])
         if (uid != -1)
             access_log_give_to((uid_t)uid);
         if (privileges_drop(config->operations.user) == -1)
-            goto out_listener;
+            goto out_sockets;
     }
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
     /* The first generation: from here on the config belongs to it. */
-    generation_install(config);
+    generation_install(config, true);
     config = NULL;
-    printf("Started. Listening on port %s.\n", generation_current()->listen_port);
-    fflush(stdout);
 
-    status = reactor_run() == 0 ? 0 : 1;
-    if (status == 0)
-        log_msg("stopped");
+    if (generation_current()->scaling.workers > 1) {
+        proxy.master = true;
+        status = config_share_init() == 0 ? master_run(&proxy.p) : 1;
+        sockets_close(&proxy.p.sockets);
+        config_share_close();
+    } else {
+        int fd = proxy.p.sockets.fds[0];
 
-    /* Everything is freed, so that a leak checker at exit sees only real
-     * leaks. The last generation takes its backends with it: their health
-     * checks and idle connections. */
-    relay_close_all(&proxy.relays);
-    timer_disarm(&proxy.shutdown_timer);
-    generation_clear();
-out_listener:
-    if (proxy.listener != NULL)
-        listener_stop(proxy.listener);
+        proxy.p.sockets.count = 0; /* the listener owns it now */
+        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
+        fflush(stdout);
+        status = serve(fd, false);
+    }
+    clean_up();
+    stats_close();
+    return status;
+
+out_sockets:
+    status_stop(proxy.p.status);
     access_log_close();
+    sockets_close(&proxy.p.sockets);
 out_signals:
     if (reactor_remove(&proxy.signals) == -1 || close(proxy.signals.fd) == -1)
         log_errno("closing the signalfd");
@@ -373,6 +570,7 @@ out_reactor:
 out_config:
     if (config != NULL)
         config_release(config);
+out_stats:
     stats_close();
     return status;
 }

@@ -47,6 +47,10 @@ double timers_next(void);
  * disarm any other timer, and free what embeds its own. */
 void timers_run(double now);
 
+/* Disarms every timer at once without firing any: in a worker just
+ * forked, the timers are the master's. */
+void timers_forget(void);
+
 /* Frees the heap itself; every timer must be disarmed. */
 void timers_free(void);
 

@@ -291,20 +291,23 @@ static int open_libraries(lua_State *L)
     return 0;
 }
 
-/* Loads and runs the script. On failure, prints Lua's message. */
-static int run_script(lua_State *L, const char *path)
+/* Loads and runs the script, text (the contents of path). On failure,
+ * prints Lua's message, which names path as luaL_loadfile would. */
+static int run_script(lua_State *L, const char *path, const char *text, size_t length)
 {
-    FILE *file = fopen(path, "r");
+    char chunkname[512];
 
-    /* luaL_loadfile would report a missing file too, but in Lua's words;
-     * checking first lets us say exactly what the operator needs to hear. */
-    if (file == NULL) {
-        config_error(path, "cannot open config file: %s", strerror(errno));
-        return -1;
+    snprintf(chunkname, sizeof chunkname, "@%s", path);
+    /* As luaL_loadfile does, a first line starting with '#' (#!/usr/bin/env ...)
+     * is not Lua; its newline stays, so that line numbers do not move. */
+    if (length > 0 && text[0] == '#') {
+        const char *newline = memchr(text, '\n', length);
+        size_t skip = newline != NULL ? (size_t)(newline - text) : length;
+
+        text += skip;
+        length -= skip;
     }
-    fclose(file);
-
-    if (luaL_loadfile(L, path) != 0 || lua_pcall(L, 0, 0, 0) != 0) {
+    if (luaL_loadbuffer(L, text, length, chunkname) != 0 || lua_pcall(L, 0, 0, 0) != 0) {
         const char *message = lua_tostring(L, -1);
         config_error(path, "%s", message != NULL ? message : "error object is not a string");
         lua_pop(L, 1);
@@ -397,7 +400,7 @@ static const char *const settings[] = {
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
-    "access_log_format", "user", NULL,
+    "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -473,6 +476,20 @@ static int read_route(lua_State *L, const char *path, struct config *config, boo
 
 int config_load(const char *path, struct config *config)
 {
+    char *text;
+    size_t length;
+    int rc;
+
+    memset(config, 0, sizeof *config);
+    if (config_read_file(path, &text, &length) == -1)
+        return -1;
+    rc = config_load_text(path, text, length, config);
+    free(text);
+    return rc;
+}
+
+int config_load_text(const char *path, const char *text, size_t length, struct config *config)
+{
     lua_State *L = luaL_newstate();
     bool has_route = false;
     int rc = -1;
@@ -491,7 +508,7 @@ int config_load(const char *path, struct config *config)
         return -1;
     }
 
-    if (run_script(L, path) == 0 &&
+    if (run_script(L, path, text, length) == 0 &&
         read_listen(L, path, config) == 0 &&
         read_number(L, path, "down_time", DEFAULT_DOWN_TIME, 0.001, 86400,
                     &config->default_pool.down_time) == 0 &&
@@ -505,6 +522,7 @@ int config_load(const char *path, struct config *config)
         read_timeouts(L, path, &config->timeouts) == 0 &&
         read_keepalive(L, path, &config->keepalive) == 0 &&
         read_operations(L, path, &config->operations) == 0 &&
+        config_read_scaling(L, path, config) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
@@ -553,6 +571,8 @@ void config_free(struct config *config)
     route_hook_free(&config->route);
     free(config->listen_host);
     config->listen_host = NULL;
+    free(config->scaling.status_host);
+    config->scaling.status_host = NULL;
     free(config->operations.access_log);
     free(config->operations.user);
     config->operations.access_log = config->operations.user = NULL;
@@ -576,13 +596,26 @@ void config_free(struct config *config)
 
 struct config *config_open(const char *path)
 {
+    char *text;
+    size_t length;
+    struct config *c;
+
+    if (config_read_file(path, &text, &length) == -1)
+        return NULL;
+    c = config_open_text(path, text, length);
+    free(text);
+    return c;
+}
+
+struct config *config_open_text(const char *path, const char *text, size_t length)
+{
     struct config *c = malloc(sizeof *c);
 
     if (c == NULL) {
         config_error(path, "out of memory");
         return NULL;
     }
-    if (config_load(path, c) == -1) {
+    if (config_load_text(path, text, length, c) == -1) {
         free(c);
         return NULL;
     }

@@ -33,6 +33,15 @@ struct operations {
     char *user;                 /* drop to this user after binding; NULL: stay */
 };
 
+/* Seeing and scaling (chapter 11). */
+struct scaling {
+    char *status_host;          /* the status listener's address; NULL: none */
+    char status_port[6];
+    bool status_public;         /* status_host may be other than loopback */
+    unsigned workers;           /* processes serving clients; 1: rsp alone, no master */
+    bool reuseport;             /* a listening socket per worker (SO_REUSEPORT) */
+};
+
 /* A config is one generation of settings: loaded from the file at start
  * and at every reload, never changed after, and freed when the last of
  * its holders lets go (refs): the current-generation slot
@@ -54,6 +63,7 @@ struct config {
     struct health_settings health; /* top-level health_check: every pool's default */
     struct route_hook route;    /* route.L == NULL: no route function */
     struct operations operations;
+    struct scaling scaling;
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -79,6 +89,9 @@ struct config {
  *   access_log = "/var/log/rsp/access.log" (off without it),
  *   access_log_format = "combined" | "timed" (adds request time and backend)
  *   user = "www-data"   started as root: drop to this user once listening
+ *   status_listen = "127.0.0.1:9090" (off without it), status_public = false
+ *               (true: status_listen may be other than a loopback address)
+ *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false
@@ -89,9 +102,29 @@ struct config {
  * *config and returns 0. */
 int config_load(const char *path, struct config *config);
 
+/* config_load of text, the contents path had when it was read: messages
+ * name path as they would have. */
+int config_load_text(const char *path, const char *text, size_t length, struct config *config);
+
 /* config_load into a new heap-allocated config, with one reference.
  * NULL on any problem (the message is printed). */
 struct config *config_open(const char *path);
+
+/* config_open of text, the contents of path (config_load_text). */
+struct config *config_open_text(const char *path, const char *text, size_t length);
+
+/* Reads the whole file at path into a new buffer (*text, NUL-terminated,
+ * *length bytes without the NUL; free it). Returns 0, or -1 after saying
+ * why, as a config error does (config_text.c). */
+int config_read_file(const char *path, char **text, size_t *length);
+
+/* The text of the config the master loaded last, handed to its workers
+ * through shared memory (config_text.c): so that every worker loads the
+ * very bytes the master checked, even if the file changed since. */
+int config_share_init(void);             /* before the first fork; 0 or -1 */
+int config_share_put(const char *path, const char *text, size_t length); /* 0, or -1 if too big */
+int config_share_take(char **text, size_t *length); /* a copy: free it; 0, or -1 */
+void config_share_close(void);
 
 /* One more reference to c; returns c. */
 struct config *config_hold(struct config *c);

@@ -24,4 +24,8 @@ bool health_check_runs(const struct backend *b, const struct health_settings *se
  * for a backend without one. Call before the reactor is closed. */
 void health_check_stop(struct backend *b);
 
+/* In a worker just forked from the master: drops b's check, which the
+ * master goes on running, without touching the master's reactor. */
+void health_check_forget(struct backend *b);
+
 #endif

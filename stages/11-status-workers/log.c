@@ -7,6 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+static char tag[32]; /* "worker 1: " in a worker process, else empty */
+
+void log_set_tag(const char *text)
+{
+    snprintf(tag, sizeof tag, "%s%s", text, text[0] != '\0' ? ": " : "");
+}
+
 /* Builds the whole line first and prints it with one call, so lines from
  * several places never interleave mid-line (stderr is unbuffered). */
 static void log_line(const char *format, va_list args, const char *suffix)
@@ -21,7 +28,7 @@ static void log_line(const char *format, va_list args, const char *suffix)
     n = vsnprintf(line, sizeof line, format, args);
     if (n < 0)
         return;
-    fprintf(stderr, "%s rsp: %s%s\n", stamp, line, suffix);
+    fprintf(stderr, "%s rsp: %s%s%s\n", stamp, tag, line, suffix);
 }
 
 void log_msg(const char *format, ...)

@@ -4,6 +4,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,7 +30,7 @@ int net_parse_port(const char *text)
 
 /* Tries each address getaddrinfo gives for host:port in `family` until one
  * binds. Returns the listening fd, or -1 with errno set. */
-static int listen_on(const char *host, const char *port, int family)
+static int listen_on(const char *host, const char *port, int family, bool reuseport)
 {
     struct addrinfo hints, *addrs, *ai;
     int fd = -1, rc, one = 1, zero = 0, saved_errno = EADDRNOTAVAIL;
@@ -56,6 +57,7 @@ static int listen_on(const char *host, const char *port, int family)
          * the port sit in TIME_WAIT. On the IPv6 wildcard, accept IPv4
          * clients too, whatever the system default says. */
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+            (!reuseport || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0) &&
             (ai->ai_family != AF_INET6 || host != NULL ||
              setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) == 0) &&
             bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
@@ -72,14 +74,19 @@ static int listen_on(const char *host, const char *port, int family)
 
 int net_listen(const char *host, const char *port)
 {
+    return net_listen_reuseport(host, port, false);
+}
+
+int net_listen_reuseport(const char *host, const char *port, bool reuseport)
+{
     int fd = -1;
 
     /* Every address: one IPv6 socket that takes IPv4 clients as well, or,
      * on a machine without IPv6, an IPv4 one. */
     if (host == NULL)
-        fd = listen_on(NULL, port, AF_INET6);
+        fd = listen_on(NULL, port, AF_INET6, reuseport);
     if (fd == -1 && (host != NULL || errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL))
-        fd = listen_on(host, port, AF_UNSPEC);
+        fd = listen_on(host, port, AF_UNSPEC, reuseport);
     if (fd == -1)
         log_errno("cannot listen on %s port %s", host ? host : "every address,", port);
     return fd;

@@ -127,3 +127,10 @@ void timers_free(void)
     heap = NULL;
     heap_length = heap_size = 0;
 }
+
+void timers_forget(void)
+{
+    for (size_t i = 0; i < heap_length; i++)
+        heap[i]->slot = 0;
+    heap_length = 0;
+}
