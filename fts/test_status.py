@@ -31,6 +31,7 @@ measures time.
 
 import html.parser
 import importlib.util
+import collections
 import json
 import math
 import os
@@ -49,10 +50,11 @@ import pytest
 import netutil
 from backends import hold_after_head, read_head
 from checks import assert_config_error, log_lines, wait_for_log, went_down
-from client import Conn, Response, build_request, close_with_reset, connect, exchange, read_to_eof
+from client import Conn, Response, build_request, close_with_reset, connect, exchange, get, read_to_eof
 from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available, wait_until_listening
 from promparse import PromParseError, parse as parse_metrics, samples, value
 from proxy import backend_address, proxy_arguments, run_rsp, tcp_socket_fds
+from test_workers import owners, started_workers
 
 pytestmark = pytest.mark.stage(11)
 
@@ -810,6 +812,46 @@ def get_ok(proxy, host):
     r = exchange(proxy.port, build_request(proxy.port, "GET", "/echo", host=host), timeout=POLL_TIMEOUT)
     assert r.status == 200, r
     return r.header("X-Backend")
+
+
+def test_counters_add_up_across_workers(make_backend, start_proxy):
+    """workers = 2, served by the master's status listener: 48 keep-alive
+    connections opened one after another and held (the workers take turns
+    on the shared socket, so both hold some: checked), two requests on
+    each, then 20 requests on new connections; the master's /status.json
+    and /metrics count exactly those 116 requests, per site and code and
+    for the backend, and the 48 connections while they are held: the
+    figures are every worker's together, not the master's own (it serves
+    no client) nor one worker's."""
+    a = make_backend("a")
+    proxy = start_with_status(start_proxy, a, workers=2)
+    pids = started_workers(proxy, 2)
+    held, placed = [], collections.Counter()
+    try:
+        for n in range(48):
+            conn = Conn(proxy.port, timeout=POLL_TIMEOUT)
+            held.append(conn)
+            for k in range(2):
+                r = conn.get(f"/echo?n={n}&k={k}")
+                assert r.status == 200, r
+            placed.update(owners(conn.sock, proxy.port, pids))
+        assert set(placed) == set(pids), f"the 48 connections all went to one worker: {dict(placed)}"
+        doc = wait_status(proxy, lambda d: d["requests_total"] == 96 and d["connections"] == 48,
+                          "96 requests and 48 connections")
+        assert sorted(doc["workers"]["pids"]) == sorted(pids), doc["workers"]
+    finally:
+        for conn in held:
+            conn.close()
+    for n in range(20):
+        assert get(proxy.port, f"/echo?fresh={n}").status == 200
+    doc = settled_status(proxy, 116)
+    assert sites_by_name(doc)["default"]["codes"] == {"200": 116}, doc["sites"]
+    assert backend_entry(doc, "default", name_of(a))["requests"] == 116
+    assert doc["connections"] == 0, doc["connections"]
+    families = metrics(proxy)
+    assert value(families, "rsp_requests_total", site="default", code="200") == 116
+    assert value(families, "rsp_backend_requests_total", backend=name_of(a)) == 116
+    assert value(families, "rsp_workers") == 2
 
 
 def test_header_timeout_counted(backend, start_proxy):
