@@ -18,3 +18,8 @@ access_log = "/var/log/rsp/access.log"   -- one line per request (combined forma
                                    -- rotated by /etc/logrotate.d/rsp
 shutdown_timeout = 10              -- on SIGTERM, seconds requests under way may take to finish
                                    -- (the unit's TimeoutStopSec = 15 must stay above it)
+
+-- What rsp is doing: http://127.0.0.1:9090/ (also /status.json and, for
+-- Prometheus, /metrics), from this machine only; and a worker per CPU.
+-- status_listen = "127.0.0.1:9090"
+-- workers = "auto"

@@ -25,16 +25,21 @@ def example_on_test_ports(name, tmp_path, backend):
     text = re.sub(r'"127\.0\.0\.1:\d+"', f'"127.0.0.1:{backend.port}"', text)
     text, n = re.subn(r'^listen = .*$', f'listen = "127.0.0.1:{port}"', text, flags=re.M)
     assert n == 1, f"{name} must set listen exactly once"
+    # A status listener on a free port too: suites run side by side.
+    text = re.sub(r'^status_listen = .*$', f'status_listen = "127.0.0.1:{free_port()}"', text, flags=re.M)
     path = tmp_path / name
     path.write_text(text)
     return path, port
 
 
 def first_stage(name):
-    """The stage an example needs: 08 if it sets a timeout or health_check,
-    07 if it defines a route function, else 06."""
+    """The stage an example needs: 11 if it sets status_listen or workers,
+    08 if it sets a timeout or health_check, 07 if it defines a route
+    function, else 06."""
     with open(os.path.join(EXAMPLES, name)) as f:
         text = f.read()
+    if re.search(r"^(status_listen|workers) = ", text, flags=re.M):
+        return 11
     if re.search(r"^(\w+_timeout|health_check) = ", text, flags=re.M):
         return 8
     return 7 if re.search(r"^function route\(", text, flags=re.M) else 6

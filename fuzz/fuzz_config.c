@@ -3,18 +3,22 @@
  *
  * A config is a program, and an arbitrary program could exit the process,
  * loop forever, eat all memory, write files or look names up in the DNS.
- * The harness makes that safe without changing rsp, by interposing on three
+ * The harness makes that safe without changing rsp, by interposing on
  * functions config.c calls (a definition in the executable wins over the
  * shared library's, for config.o's calls as for everyone's; the real ones
  * are found with dlsym(RTLD_NEXT)):
  *
- *  - luaL_openlibs: opens only base, table, string, math and bit (no io,
- *    os, package, debug, jit, ffi: no exit, no files, no C calls), drops
- *    dofile, loadfile, print and string.rep, turns the JIT off (so that the
- *    count hook sees every instruction) and sets a hook that raises an error
- *    after INSTRUCTION_BUDGET instructions, and an allocator that refuses
- *    to let Lua's heap grow past MEMORY_BUDGET bytes. Lua reports both as
+ *  - luaL_newstate: the state gets a hook that raises an error after
+ *    INSTRUCTION_BUDGET instructions (config.c turns the JIT off, so the
+ *    count hook sees every instruction), and an allocator that refuses to
+ *    let Lua's heap grow past MEMORY_BUDGET bytes. Lua reports both as
  *    ordinary errors, which config_load turns into its one-line message.
+ *  - the luaopen_* functions config.c opens the libraries with: io, os,
+ *    package and debug become empty tables (no exit, no files, no C
+ *    calls); base loses dofile, loadfile and print, string loses rep.
+ *    (Until this harness hooked these, it hooked luaL_openlibs, which
+ *    config.c stopped calling in chapter 07: the budgets were off, and a
+ *    long loop hung the fuzzer at last.)
  *  - lua_close: puts LuaJIT's own allocator back first (else LuaJIT does
  *    not release its arena, and every input would leak one).
  *  - getaddrinfo: only numeric addresses and "localhost" are resolved (by
@@ -107,38 +111,86 @@ static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return p;
 }
 
-void luaL_openlibs(lua_State *L)
+/* The real function `name` of the shared library, which a definition of
+ * the same name in this executable hides from config.o. */
+static void *real_function(const char *name)
 {
-    static const luaL_Reg libs[] = {
-        { "", luaopen_base },
-        { LUA_TABLIBNAME, luaopen_table },
-        { LUA_STRLIBNAME, luaopen_string },
-        { LUA_MATHLIBNAME, luaopen_math },
-        { LUA_BITLIBNAME, luaopen_bit },
-    };
+    void *f = dlsym(RTLD_NEXT, name);
 
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
-        lua_pushcfunction(L, libs[i].func);
-        lua_pushstring(L, libs[i].name);
-        lua_call(L, 1, 0);
-    }
+    CHECK(f != NULL, "no %s to call", name);
+    return f;
+}
+
+/* Every state config.c makes starts inside the budgets: its allocator
+ * counts, and a count hook (the JIT is off in config.c, so the hook sees
+ * every instruction) stops a script after INSTRUCTION_BUDGET. */
+lua_State *luaL_newstate(void)
+{
+    static lua_State *(*real)(void);
+    lua_State *L;
+
+    if (real == NULL)
+        real = (lua_State *(*)(void))real_function("luaL_newstate");
+    L = real();
+    if (L == NULL)
+        return NULL;
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    instructions = 0;
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+    real_alloc = lua_getallocf(L, &real_alloc_ud);
+    lua_bytes = 0;
+    lua_setallocf(L, budget_alloc, NULL);
+    return L;
+}
+
+/* The libraries config.c opens, one by one (config.c's open_libraries).
+ * Those that reach outside the process (io, os, package, debug) become
+ * empty tables under their names, so that what config.c does with them
+ * (clearing debug.sethook, package.loadlib) works and a script that calls
+ * them fails with an error; base loses dofile, loadfile and print, and
+ * string loses rep (a string of gigabytes in one call). */
+static int empty_library(lua_State *L, const char *name)
+{
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_GLOBALSINDEX, name);
+    return 1;
+}
+
+int luaopen_io(lua_State *L) { return empty_library(L, LUA_IOLIBNAME); }
+int luaopen_os(lua_State *L) { return empty_library(L, LUA_OSLIBNAME); }
+int luaopen_package(lua_State *L) { return empty_library(L, LUA_LOADLIBNAME); }
+int luaopen_debug(lua_State *L) { return empty_library(L, LUA_DBLIBNAME); }
+
+int luaopen_base(lua_State *L)
+{
+    static lua_CFunction real;
     static const char *const dropped[] = { "dofile", "loadfile", "print" };
+    int n;
+
+    if (real == NULL)
+        real = (lua_CFunction)real_function("luaopen_base");
+    n = real(L);
     for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++) {
         lua_pushnil(L);
         lua_setfield(L, LUA_GLOBALSINDEX, dropped[i]);
     }
-    lua_getfield(L, LUA_GLOBALSINDEX, "string");
+    return n;
+}
+
+int luaopen_string(lua_State *L)
+{
+    static lua_CFunction real;
+    int n;
+
+    if (real == NULL)
+        real = (lua_CFunction)real_function("luaopen_string");
+    n = real(L);
+    lua_getfield(L, LUA_GLOBALSINDEX, LUA_STRLIBNAME);
     lua_pushnil(L);
     lua_setfield(L, -2, "rep");
     lua_pop(L, 1);
-
-    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-    instructions = 0;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
-    /* The state exists already: count the growth from here on. */
-    real_alloc = lua_getallocf(L, &real_alloc_ud);
-    lua_bytes = 0;
-    lua_setallocf(L, budget_alloc, NULL);
+    return n;
 }
 
 /* LuaJIT's lua_close releases its allocator's arena only if the state

@@ -2,7 +2,8 @@
  *
  * Each status client sends one request (GET or HEAD, a head of at most
  * STATUS_HEAD_MAX bytes) and gets one answer with Connection: close. A
- * client gets STATUS_TIMEOUT seconds for all of it, and at most
+ * client gets STATUS_TIMEOUT seconds for all of it (and STATUS_LINGER more
+ * to close once answered), and at most
  * STATUS_MAX_CLIENTS are served at once (a newcomer pushes out the oldest
  * client still sending): the page must never become a way to tie rsp up.
  * Heads are read by the same strict parser as the public listener's. Once a second the server notes how many requests rsp has
@@ -30,6 +31,7 @@
 #define STATUS_HEAD_MAX 8192
 #define STATUS_TIMEOUT 10.0
 #define STATUS_MAX_CLIENTS 64
+#define STATUS_LINGER 2.0       /* seconds to read what a client sends after its answer */
 
 struct status_client {
     struct epoll_event_handler handler;
@@ -40,6 +42,7 @@ struct status_client {
     size_t head_length;
     struct http_request request;    /* the parser's state: rsp's own strict parser */
     struct buffer answer;           /* being written; empty while reading */
+    bool answered;                  /* all written and the write side shut: lingering */
 };
 
 /* The same limits for the status listener's request heads. */
@@ -145,7 +148,34 @@ static void client_write(struct status_client *c)
         }
         buffer_consume(&c->answer, (size_t)n);
     }
-    client_close(c);
+    /* Closing now, with bytes the client sent after its request unread (a
+     * second request it pipelined), would make the kernel send a reset,
+     * which may destroy our answer before the client has read it. So: a
+     * FIN after the answer, then read and drop until the client closes,
+     * for STATUS_LINGER seconds at most. */
+    c->answered = true;
+    if (shutdown(c->handler.fd, SHUT_WR) == -1 || reactor_modify(&c->handler, EPOLLIN) == -1 ||
+        timer_arm(&c->timer, reactor_now() + STATUS_LINGER) == -1)
+        client_close(c);
+}
+
+/* After the answer: drops what the client sends until it closes. */
+static void client_linger(struct status_client *c)
+{
+    char drop[4096];
+
+    for (;;) {
+        ssize_t n = recv(c->handler.fd, drop, sizeof drop, 0);
+
+        if (n > 0)
+            continue;
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        client_close(c); /* its end of file, or it is gone */
+        return;
+    }
 }
 
 /* Queues a whole answer: status line, head, and body unless HEAD. */
@@ -253,6 +283,10 @@ static void client_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct status_client *c = self->closure;
 
+    if (c->answered) {
+        client_linger(c);
+        return;
+    }
     if (buffer_length(&c->answer) > 0) {
         client_write(c);
         return;
