@@ -37,11 +37,3 @@ idle_timeout     = 300   -- no byte either way for this long: close
 -- visitor meets it, two good answers bring it back. A site or pool can
 -- have its own health_check table, or health_check = false.
 health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
-
--- What rsp is doing, on a page of its own (and /status.json, /metrics for
--- Prometheus), on this machine only: `ssh -L 9090:127.0.0.1:9090 server`,
--- then http://localhost:9090/ (chapter 11).
-status_listen = "127.0.0.1:9090"
-
--- One worker process per CPU; the process you start is their master.
-workers = "auto"
