@@ -107,22 +107,6 @@ static int read_workers(lua_State *L, const char *path, unsigned *workers)
     return rc;
 }
 
-static int read_flag(lua_State *L, const char *path, const char *name, bool *out)
-{
-    int rc = 0;
-
-    config_global(L, name);
-    *out = false;
-    if (lua_type(L, -1) == LUA_TBOOLEAN) {
-        *out = lua_toboolean(L, -1);
-    } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be true or false, not a %s", name, luaL_typename(L, -1));
-        rc = -1;
-    }
-    lua_pop(L, 1);
-    return rc;
-}
-
 /* The same address and port as `listen` would be one socket for two jobs. */
 static bool same_as_listen(const struct config *c)
 {
@@ -136,9 +120,9 @@ int config_read_scaling(lua_State *L, const char *path, struct config *config)
 {
     struct scaling *s = &config->scaling;
 
-    if (read_flag(L, path, "status_public", &s->status_public) == -1 ||
+    if (config_read_boolean(L, path, "status_public", &s->status_public) == -1 ||
         read_status_listen(L, path, s) == -1 || read_workers(L, path, &s->workers) == -1 ||
-        read_flag(L, path, "reuseport", &s->reuseport) == -1)
+        config_read_boolean(L, path, "reuseport", &s->reuseport) == -1)
         return -1;
     if (s->status_host != NULL && same_as_listen(config)) {
         config_error(path, "setting 'status_listen' must not be the address 'listen' serves (%s)",

@@ -9,6 +9,7 @@
  *
  * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v */
 #include "access_log.h"
+#include "clock.h"
 #include "config.h"
 #include "generation.h"
 #include "listener.h"
@@ -21,6 +22,7 @@
 #include "relay.h"
 #include "stats.h"
 #include "timer.h"
+#include "version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +33,6 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *balance_name(const struct pool *pool)
@@ -74,7 +75,6 @@ static void log_startup(const struct config *config)
         log_msg("route(req) chooses for every request (time limit %g s)", config->route_time_limit);
 }
 
-#define RSP_VERSION "0.11.0"
 
 /* What the signals act on. */
 static struct {
@@ -151,15 +151,6 @@ int apply_status(struct process *p, const struct config *c)
     status_stop(p->status);
     p->status = next;
     return 0;
-}
-
-double process_wall_clock(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_REALTIME, &ts) == -1)
-        return 0; /* cannot fail with this clock */
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 void reload_refused(struct process *p, struct config *next)
@@ -246,7 +237,7 @@ static void reload(void)
                 next->listen_port);
     }
     proxy.p.facts.reloads_ok++;
-    proxy.p.facts.loaded_at = process_wall_clock();
+    proxy.p.facts.loaded_at = clock_wall();
     log_msg("reloaded %s: generation %u", proxy.p.config_path, generation_install(next, true));
 }
 
@@ -519,7 +510,7 @@ int main(int argc, char *argv[])
     if (sockets_open(&proxy.p.sockets, config,
                      config->scaling.workers > 1 && config->scaling.reuseport ? config->scaling.workers : 1) == -1)
         goto out_signals;
-    proxy.p.facts.started_at = proxy.p.facts.loaded_at = process_wall_clock();
+    proxy.p.facts.started_at = proxy.p.facts.loaded_at = clock_wall();
     proxy.p.facts.workers = config->scaling.workers;
     /* As root, the log is opened and the ports bound before root is given
      * up (the directory may be root's); reopening later needs the user's

@@ -8,4 +8,8 @@
  * last good reading is returned: time stands still rather than jumping. */
 double clock_now(void);
 
+/* Seconds since 1970 on CLOCK_REALTIME, for what people read (the status
+ * page's "started at"); 0 if the clock failed (logged). */
+double clock_wall(void);
+
 #endif

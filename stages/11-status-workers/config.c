@@ -207,8 +207,7 @@ static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
     return 0;
 }
 
-/* Reads a boolean setting of the globals (absent: false). */
-static int read_boolean(lua_State *L, const char *path, const char *name, bool *out)
+int config_read_boolean(lua_State *L, const char *path, const char *name, bool *out)
 {
     int rc = 0;
 
@@ -228,9 +227,9 @@ static int read_boolean(lua_State *L, const char *path, const char *name, bool *
 /* What may pass to a backend that most proxies refuse or drop. */
 static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
 {
-    if (read_boolean(L, path, "allow_underscores_in_headers",
+    if (config_read_boolean(L, path, "allow_underscores_in_headers",
                      &policy->allow_underscores_in_headers) == -1 ||
-        read_boolean(L, path, "allow_encoded_slashes", &policy->allow_encoded_slashes) == -1)
+        config_read_boolean(L, path, "allow_encoded_slashes", &policy->allow_encoded_slashes) == -1)
         return -1;
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "process.h"
 
 #include "access_log.h"
+#include "clock.h"
 #include "config.h"
 #include "generation.h"
 #include "log.h"
@@ -292,7 +293,7 @@ static void reload(void)
         return;
     }
     master.p->facts.reloads_ok++;
-    master.p->facts.loaded_at = process_wall_clock();
+    master.p->facts.loaded_at = clock_wall();
     log_msg("reloaded %s: generation %u", master.p->config_path, generation_install(next, true));
     if (!moved) {
         tell_all(SIGHUP); /* each reloads in place, keeping its connections */

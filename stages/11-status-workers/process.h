@@ -47,9 +47,6 @@ int apply_access_log(const char *path, const struct config *c);
  * one could not be opened (the old one stays). */
 int apply_status(struct process *p, const struct config *c);
 
-/* The wall clock, in seconds since 1970. */
-double process_wall_clock(void);
-
 /* Counts a reload that failed and says so: the generation in service
  * keeps serving. */
 void reload_refused(struct process *p, struct config *next);

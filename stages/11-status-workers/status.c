@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* accept4 */
 #include "status.h"
 
+#include "clock.h"
 #include "generation.h"
 #include "http.h"
 #include "log.h"
@@ -25,7 +26,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define STATUS_HEAD_MAX 8192
@@ -59,15 +59,6 @@ struct status_server {
     uint32_t history[STATUS_HISTORY]; /* a ring: requests in each second */
     size_t history_next, history_count;
 };
-
-static double wall_clock(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_REALTIME, &ts) == -1)
-        return 0; /* cannot fail with this clock; 0 shows it if it did */
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Every request rsp has answered since it started, every site together. */
 static uint64_t requests_answered(void)
@@ -240,7 +231,7 @@ static void serve(struct status_client *c)
         length = (size_t)((const char *)memchr(target, '?', length) - target);
     for (size_t i = 0; i < s->history_count; i++)
         history[i] = s->history[(s->history_next + STATUS_HISTORY - s->history_count + i) % STATUS_HISTORY];
-    view = (struct status_view){ s->facts, generation_current(), stats_shared(), wall_clock(),
+    view = (struct status_view){ s->facts, generation_current(), stats_shared(), clock_wall(),
                                  history, s->history_count };
     if (length == 1 && target[0] == '/') {
         rc = status_render_html(&body, &view);

@@ -138,7 +138,7 @@ int status_render_html(struct buffer *out, const struct status_view *v)
                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                    "<meta http-equiv=\"refresh\" content=\"5\">\n<title>rsp status</title>\n"
                    "<style>%s</style></head><body>\n", style);
-    out_printf(&o, "<h1>rsp " RSP_VERSION_TEXT "</h1>\n<div class=\"meta\">pid %ld, up ",
+    out_printf(&o, "<h1>rsp " RSP_VERSION "</h1>\n<div class=\"meta\">pid %ld, up ",
                (long)getpid());
     put_duration(&o, v->now - f->started_at);
     out_printf(&o, ", config generation %u (loaded ", v->config->generation);

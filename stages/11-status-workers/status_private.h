@@ -7,13 +7,12 @@
 #include "config.h"
 #include "stats.h"
 #include "status.h"
+#include "version.h"
 
 #include <stdatomic.h>
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#define RSP_VERSION_TEXT "0.11.0"
 
 extern const char *const status_timeout_names[TIMEOUT_KINDS];
 

@@ -55,7 +55,7 @@ int status_render_json(struct buffer *out, const struct status_view *v)
     bool first = true;
 
     status_totals(v, &t);
-    out_printf(&o, "{\n  \"version\": \"" RSP_VERSION_TEXT "\",\n  \"pid\": %ld,\n", (long)getpid());
+    out_printf(&o, "{\n  \"version\": \"" RSP_VERSION "\",\n  \"pid\": %ld,\n", (long)getpid());
     out_printf(&o, "  \"started_at\": %.3f,\n  \"uptime_seconds\": %.3f,\n", f->started_at,
         v->now - f->started_at);
     out_printf(&o, "  \"generation\": %u,\n  \"generation_loaded_at\": %.3f,\n", v->config->generation,
