@@ -6,37 +6,48 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
+
+static void init(struct connection *c, int fd,
+                 void (*handle)(struct epoll_event_handler *, uint32_t), void *closure)
+{
+    c->handler = (struct epoll_event_handler){ fd, handle, closure };
+    c->transport = &transport_plain;
+    c->transport_state = NULL;
+    c->transport_wants = 0;
+    c->queue = (struct buffer)BUFFER_INIT;
+    c->registered = 0;
+    c->bytes_read = c->bytes_written = NULL;
+    c->connecting = c->paused = c->watch_hangup = c->shutdown_pending = c->shutdown_waiting = c->broken = false;
+}
 
 void connection_init(struct connection *c, int fd, bool connecting,
                      void (*handle)(struct epoll_event_handler *, uint32_t), void *closure)
 {
-    c->handler = (struct epoll_event_handler){ fd, handle, closure };
-    c->queue = (struct buffer)BUFFER_INIT;
-    c->registered = 0;
+    init(c, fd, handle, closure);
     c->connecting = connecting;
-    c->paused = c->watch_hangup = c->read_done = c->shutdown_pending = c->write_done = c->broken = false;
-    c->bytes_read = c->bytes_written = NULL;
+    c->read_done = c->write_done = false;
 }
 
 void connection_init_none(struct connection *c)
 {
-    c->handler = (struct epoll_event_handler){ -1, NULL, NULL };
-    c->queue = (struct buffer)BUFFER_INIT;
-    c->registered = 0;
-    c->bytes_read = c->bytes_written = NULL;
-    c->connecting = c->paused = c->watch_hangup = c->shutdown_pending = c->broken = false;
+    init(c, -1, NULL, NULL);
     c->read_done = c->write_done = true;
+}
+
+uint32_t connection_events(const struct connection *c, uint32_t events)
+{
+    if ((c->transport_wants & TRANSPORT_READ_NEEDS_OUT) && (events & EPOLLOUT))
+        events |= EPOLLIN;
+    if ((c->transport_wants & TRANSPORT_WRITE_NEEDS_IN) && (events & EPOLLIN))
+        events |= EPOLLOUT;
+    return events;
 }
 
 ssize_t connection_read(struct connection *c, char *buf, size_t len)
 {
-    ssize_t n;
+    ssize_t n = c->transport->read(c, buf, len);
 
-    do {
-        n = read(c->handler.fd, buf, len);
-    } while (n == -1 && errno == EINTR);
     if (n > 0 && c->bytes_read != NULL)
         stats_add_own(c->bytes_read, (uint64_t)n);
     return n;
@@ -48,7 +59,7 @@ static void write_failed(struct connection *c)
 {
     c->broken = true;
     c->write_done = true;
-    c->shutdown_pending = false;
+    c->shutdown_pending = c->shutdown_waiting = false;
     buffer_free(&c->queue);
 }
 
@@ -58,31 +69,27 @@ void connection_fail(struct connection *c)
     write_failed(c);
 }
 
-/* Writes from data; returns the bytes the kernel took (maybe 0), or -1 if
- * the socket failed. */
+/* Writes from data; returns the bytes the transport took (maybe 0), or -1
+ * if the connection failed. */
 static ssize_t write_some(struct connection *c, const char *data, size_t len)
 {
-    for (;;) {
-        ssize_t n = write(c->handler.fd, data, len);
-        if (n >= 0) {
-            if (c->bytes_written != NULL)
-                stats_add_own(c->bytes_written, (uint64_t)n);
-            return n;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return 0;
-        return -1;
-    }
+    ssize_t n = c->transport->write(c, data, len);
+
+    if (n > 0 && c->bytes_written != NULL)
+        stats_add_own(c->bytes_written, (uint64_t)n);
+    return n;
 }
 
 static void shutdown_now(struct connection *c)
 {
+    int rc = c->transport->shutdown(c);
+
+    c->shutdown_waiting = rc == 1;
+    if (rc == 1)
+        return; /* connection_flush calls again when the socket is ready */
     c->shutdown_pending = false;
     c->write_done = true;
-    /* ENOTCONN: the peer has already gone entirely; nothing to tell it. */
-    if (shutdown(c->handler.fd, SHUT_WR) == -1 && errno != ENOTCONN)
+    if (rc == -1)
         log_errno("shutdown fd %d", c->handler.fd);
 }
 
@@ -125,7 +132,7 @@ void connection_flush(struct connection *c)
 
 void connection_shutdown_write(struct connection *c)
 {
-    if (c->write_done)
+    if (c->write_done || c->shutdown_pending)
         return;
     c->shutdown_pending = true;
     if (connection_queued(c) == 0)
@@ -139,14 +146,17 @@ int connection_update(struct connection *c)
 
     if (c->handler.fd == -1)
         return 0;
+    /* A transport waiting for the other direction gets it instead of the
+     * one its owner asked for: watching that one would only wake us for
+     * something the transport cannot use yet. */
     if (c->connecting)
         wanted = EPOLLOUT; /* writable means the connect has finished */
     else if (!c->read_done && !c->paused)
-        wanted |= EPOLLIN;
+        wanted |= (c->transport_wants & TRANSPORT_READ_NEEDS_OUT) ? EPOLLOUT : EPOLLIN;
     else if (!c->read_done && c->watch_hangup)
         wanted |= EPOLLRDHUP;
-    if (connection_queued(c) > 0)
-        wanted |= EPOLLOUT;
+    if (connection_queued(c) > 0 || c->shutdown_waiting)
+        wanted |= (c->transport_wants & TRANSPORT_WRITE_NEEDS_IN) ? EPOLLIN : EPOLLOUT;
     if (wanted == c->registered)
         return 0;
 
@@ -172,8 +182,14 @@ void connection_close(struct connection *c)
     if (c->registered != 0 && reactor_remove(&c->handler) == -1)
         log_errno("epoll_ctl(DEL) fd %d", c->handler.fd);
     c->registered = 0;
-    if (c->handler.fd != -1 && close(c->handler.fd) == -1)
-        log_errno("close fd %d", c->handler.fd);
+    if (c->handler.fd != -1) {
+        c->transport->release(c);
+        if (close(c->handler.fd) == -1)
+            log_errno("close fd %d", c->handler.fd);
+    }
+    c->transport = &transport_plain;
+    c->transport_state = NULL;
+    c->transport_wants = 0;
     c->handler.fd = -1;
     buffer_free(&c->queue);
 }

@@ -1,6 +1,8 @@
 /* connection.h -- a non-blocking socket with a write queue.
  *
- * Both sides of a proxied pair are connections. Writing never loses data:
+ * Both sides of a proxied pair are connections. A connection reads and
+ * writes through its transport (transport.h): the socket itself, unless
+ * the owner puts another one in place. Writing never loses data:
  * what the kernel does not take at once is queued and written when the
  * socket becomes writable again. The connection keeps its epoll
  * registration in step with what it needs: EPOLLIN while reading is wanted,
@@ -11,6 +13,7 @@
 
 #include "buffer.h"
 #include "reactor.h"
+#include "transport.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -20,6 +23,9 @@
 
 struct connection {
     struct epoll_event_handler handler;
+    const struct transport *transport; /* how bytes reach the socket */
+    void *transport_state;   /* the transport's own, if it has any */
+    unsigned transport_wants; /* TRANSPORT_* bits: it waits for the other direction */
     struct buffer queue;     /* bytes accepted by connection_write, not yet sent */
     uint32_t registered;     /* events epoll watches for us now; 0: not in epoll */
     bool connecting;         /* a non-blocking connect has not finished yet */
@@ -27,6 +33,7 @@ struct connection {
     bool watch_hangup;       /* while paused, still report the peer's FIN or reset */
     bool read_done;          /* no more reading: EOF, error, or nowhere to send it */
     bool shutdown_pending;   /* shut the write side once the queue is empty */
+    bool shutdown_waiting;   /* the transport began shutting it and must be called again */
     bool write_done;         /* write side shut down, or writing failed */
     bool broken;             /* the socket failed (EPIPE, ECONNRESET, ...) */
     _Atomic uint64_t *bytes_read;    /* if set, counts what is read (stats.h) */
@@ -37,12 +44,20 @@ struct connection {
  * handle(&c->handler, events) with c->handler.closure == closure. With
  * connecting true, the socket's connect is still under way: we wait for
  * writability alone until the owner clears c->connecting. Otherwise reading
- * starts enabled. Nothing is registered with epoll until connection_update. */
+ * starts enabled. The transport is the plain one: the owner may set another
+ * before the first read or write. Nothing is registered with epoll until
+ * connection_update. */
 void connection_init(struct connection *c, int fd, bool connecting,
                      void (*handle)(struct epoll_event_handler *, uint32_t), void *closure);
 
 /* Sets up c as "no socket": nothing to read, nothing can be written. */
 void connection_init_none(struct connection *c);
+
+/* What an event on c's socket means to its owner: the events as epoll
+ * reported them, plus EPOLLIN when the transport's read was waiting for
+ * EPOLLOUT, and EPOLLOUT when its write was waiting for EPOLLIN. Owners
+ * call it first thing in their handlers. */
+uint32_t connection_events(const struct connection *c, uint32_t events);
 
 /* Reads into buf. Returns the byte count, 0 at end of file, or -1: errno
  * EAGAIN when nothing is ready, anything else when the socket failed. */
@@ -75,7 +90,8 @@ static inline size_t connection_queued(const struct connection *c)
  * Call after changing them. Returns 0, or -1 if epoll failed. */
 int connection_update(struct connection *c);
 
-/* Removes the socket from epoll, closes it and frees the queue. Does
+/* Removes the socket from epoll, releases the transport, closes the
+ * socket and frees the queue. Does
  * nothing more for a connection without a socket. */
 void connection_close(struct connection *c);
 

@@ -222,6 +222,7 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct relay *relay = self->closure;
 
+    events = connection_events(&relay->client, events);
     relay->last_activity = reactor_now();
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         connection_flush(&relay->client);

@@ -19,6 +19,7 @@ static void upstream_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct upstream *u = self->closure;
 
+    events = connection_events(&u->conn, events);
     if (u->owner != NULL)
         u->handle(u->owner, events);
     else if (u->finishing)
