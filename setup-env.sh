@@ -28,6 +28,11 @@ PACKAGES=(
   chromium               # a headless browser renders the status page (test_status.py)
   chromium-driver        # chromedriver: selenium drives that browser
   python3-selenium       # the status page test's WebDriver client (PyPI is not reachable)
+  libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
+  openssl                # the command line: certificates for the chapters' demos
+  python3-trustme        # a throwaway CA and certificates for the TLS tests
+  pebble                 # an ACME test server (and pebble-challtestsrv, its mock DNS)
+  certbot                # the ACME client the end-to-end test drives through rsp
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -82,6 +87,11 @@ command -v goaccess >/dev/null || { echo "setup-env.sh: goaccess is missing" >&2
 command -v chromium >/dev/null || { echo "setup-env.sh: chromium is missing" >&2; exit 1; }
 command -v chromedriver >/dev/null || { echo "setup-env.sh: chromedriver is missing" >&2; exit 1; }
 /usr/bin/python3 -c 'import selenium' || { echo "setup-env.sh: python3-selenium is not importable" >&2; exit 1; }
+pkg-config --exists openssl || { echo "setup-env.sh: pkg-config cannot find openssl (libssl-dev)" >&2; exit 1; }
+/usr/bin/python3 -c 'import trustme' || { echo "setup-env.sh: python3-trustme is not importable" >&2; exit 1; }
+command -v pebble >/dev/null || { echo "setup-env.sh: pebble is missing" >&2; exit 1; }
+command -v pebble-challtestsrv >/dev/null || { echo "setup-env.sh: pebble-challtestsrv is missing" >&2; exit 1; }
+command -v certbot >/dev/null || { echo "setup-env.sh: certbot is missing" >&2; exit 1; }
 # The fuzz harnesses need libFuzzer (-fsanitize=fuzzer) from libclang-rt-dev.
 printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
   clang -x c -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null ||

@@ -41,7 +41,7 @@ from proxy import backend_address, is_sanitized, proxy_arguments, run_rsp, tcp_s
 pytestmark = pytest.mark.stage(10)
 
 # What `rsp -v` prints, by stage: the minor version is the stage's number.
-VERSIONS = {10: "rsp 0.10.0", 11: "rsp 0.11.0"}
+VERSIONS = {10: "rsp 0.10.0", 11: "rsp 0.11.0", 12: "rsp 0.12.0"}
 POLL_TIMEOUT = 5.0   # s: a bound on waiting for something that must happen (never a measurement)
 EXIT_BOUND = 4.0     # s: a stop that must not wait (nothing in flight, or shutdown_timeout = 1) is over by then
 
@@ -175,7 +175,8 @@ def assert_refused(port):
 # -- the command line --------------------------------------------------------------
 
 def test_version(rsp, tmp_path):
-    """rsp -v prints "rsp 0.10.0" on stdout (0.11.0 from stage 11) and exits 0."""
+    """rsp -v prints "rsp 0.10.0" on stdout (0.11.0 from stage 11, 0.12.0 from
+    stage 12) and exits 0."""
     result = run_rsp(rsp, ["-v"], tmp_path)
     assert result.returncode == 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
     assert result.stdout == VERSIONS[rsp.stage] + "\n", result.stdout

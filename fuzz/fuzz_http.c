@@ -444,7 +444,7 @@ static void check_sent_head(const struct http_request *req, const char *b,
     bool upgrading = info->upgrade.length > 0;
 
     struct buffer out = BUFFER_INIT;
-    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", keep_backend, &out) == 0,
+    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", keep_backend, keep_backend, &out) == 0,
           "request_write_head failed");
     size_t len = buffer_length(&out);
     char *sent = malloc(len);

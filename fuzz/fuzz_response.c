@@ -533,7 +533,7 @@ static void check_written(const struct http_request *res, const char *buf,
     const char *line = response_connection_line(mode);
 
     CHECK(strcmp(line, mode_lines[mode]) == 0, "response_connection_line(%d) is \"%s\"", mode, line);
-    CHECK(response_write_head(res, buf, mode, dechunk, &out) == 0, "response_write_head failed");
+    CHECK(response_write_head(res, buf, mode, dechunk, NULL, &out) == 0, "response_write_head failed");
     size_t len = buffer_length(&out);
     char *sent = copy_of(out.data + out.start, len);
     buffer_free(&out);

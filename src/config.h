@@ -42,6 +42,18 @@ struct scaling {
     bool reuseport;             /* a listening socket per worker (SO_REUSEPORT) */
 };
 
+struct tls_context;
+
+/* HTTPS (chapter 12). */
+struct tls_settings {
+    struct tls_context *context; /* the certificates (tls.h); NULL: no `tls` */
+    char *listen_host;          /* tls.listen's address; NULL: every address */
+    char listen_port[6];
+    bool redirect_http;         /* plain HTTP gets a 301 to https:// */
+    char hsts_line[64];         /* "Strict-Transport-Security: max-age=N\r\n", or "" */
+    char *acme_webroot;         /* NULL: ACME challenges are not served by rsp */
+};
+
 /* A config is one generation of settings: loaded from the file at start
  * and at every reload, never changed after, and freed when the last of
  * its holders lets go (refs): the current-generation slot
@@ -64,6 +76,7 @@ struct config {
     struct route_hook route;    /* route.L == NULL: no route function */
     struct operations operations;
     struct scaling scaling;
+    struct tls_settings tls;
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -92,6 +105,12 @@ struct config {
  *   status_listen = "127.0.0.1:9090" (off without it), status_public = false
  *               (true: status_listen may be other than a loopback address)
  *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false
+ *   tls = { listen = 443 | "ADDRESS:443",
+ *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
+ *           redirect_http = false, hsts = 0 }   HTTPS (off without it); SNI picks
+ *               the certificate by name, the first is the default
+ *   acme_webroot = "/var/www/acme"   serve /.well-known/acme-challenge/TOKEN
+ *               from there, on plain HTTP (off without it)
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false
@@ -135,6 +154,9 @@ void config_release(struct config *c);
 /* The pools of the config, one by one for i = 0, 1, ...: the default
  * site's, the named pools, and the sites' own; NULL past the last. */
 struct pool *config_pool_at(struct config *config, size_t i);
+
+/* Frees what config_read_tls allocated (config_tls.c). */
+void config_free_tls(struct tls_settings *s);
 
 /* Frees what config_load allocated. */
 void config_free(struct config *config);

@@ -38,6 +38,7 @@
 #include "config.h"
 #include "connection.h"
 #include "http.h"
+#include "https_redirect.h"
 #include "log.h"
 #include "net.h"
 #include "reply.h"
@@ -49,6 +50,7 @@
 #include "upstream.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -123,6 +125,20 @@ static enum response_connection client_connection(const struct relay *relay)
     if (!relay->x.keep_client)
         return CONNECTION_CLOSE;
     return relay->x.minor_version == 0 ? CONNECTION_KEEP_ALIVE : CONNECTION_PERSIST;
+}
+
+/* The header lines that end rsp's own answers: how the connection goes
+ * on, after the HSTS line on an HTTPS connection (tls.hsts). `room` holds
+ * the two together when both are needed. */
+static const char *own_lines(const struct relay *relay, char *room, size_t size)
+{
+    const char *connection = response_connection_line(client_connection(relay));
+    const char *hsts = relay->config->tls.hsts_line;
+
+    if (!relay->tls || hsts[0] == '\0')
+        return connection;
+    snprintf(room, size, "%s%s", hsts, connection);
+    return room;
 }
 
 /* The request was read whole: the client's next bytes are its next
@@ -276,6 +292,7 @@ void relay_fail_request(struct relay *relay, int status)
 {
     struct exchange *x = &relay->x;
     struct buffer answer = BUFFER_INIT;
+    char lines[128];
 
     /* A request refused while its head is read has not been captured for
      * the log yet (request_ready does it); later, the head is gone. */
@@ -291,8 +308,7 @@ void relay_fail_request(struct relay *relay, int status)
     x->keep_client = x->request_complete && client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    if (reply_error(&answer, status, is_head_request(relay),
-                    response_connection_line(client_connection(relay))) == -1) {
+    if (reply_error(&answer, status, is_head_request(relay), own_lines(relay, lines, sizeof lines)) == -1) {
         log_msg("out of memory answering %d", status);
         buffer_free(&answer);
         x->phase = PHASE_DRAIN;
@@ -423,10 +439,11 @@ static bool ask_route(struct relay *relay)
     struct route_request rq = { x->request, relay_bytes(relay), &x->info, relay->client_address };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
+    char lines[128];
 
     x->keep_client = x->request_complete && client_may_stay(relay);
-    switch (route_call(&relay->config->route, &rq, x->head_method,
-                       response_connection_line(client_connection(relay)), &pool, &answer)) {
+    switch (route_call(&relay->config->route, &rq, x->head_method, own_lines(relay, lines, sizeof lines),
+                       &pool, &answer)) {
     case ROUTE_DEFAULT:
         return false;
     case ROUTE_POOL:
@@ -443,6 +460,35 @@ static bool ask_route(struct relay *relay)
     }
     buffer_free(&answer);
     relay_fail_request(relay, 500);
+    return true;
+}
+
+/* On the plain port of a site that serves HTTPS: an ACME challenge, or a
+ * redirect to https (https_redirect.h). Returns true if rsp answered. */
+static bool answer_plain_http(struct relay *relay)
+{
+    struct exchange *x = &relay->x;
+    struct buffer answer = BUFFER_INIT;
+    bool keep = x->request_complete && client_may_stay(relay);
+    int rc;
+
+    x->keep_client = keep;
+    rc = https_plain_answer(relay->config, x->request, relay_bytes(relay), &x->info, x->head_method,
+                            response_connection_line(client_connection(relay)), &answer);
+    x->keep_client = false;
+    if (rc == 0)
+        return false;
+    if (rc == -1) {
+        buffer_free(&answer);
+        log_msg("out of memory answering a plain HTTP request");
+        relay_fail_request(relay, 500);
+        return true;
+    }
+    x->keep_client = keep;
+    if (!x->request_complete)
+        x->phase = PHASE_DRAIN;
+    answer_ourselves(relay, buffer_bytes(&answer), buffer_length(&answer));
+    buffer_free(&answer);
     return true;
 }
 
@@ -468,6 +514,8 @@ static void request_ready(struct relay *relay)
     x->upgrade = x->info.upgrade.length > 0;
     /* With no body, the head is the whole request. */
     x->request_complete = x->info.body.done;
+    if (!relay->tls && answer_plain_http(relay))
+        return;
     if (relay->config->route.L != NULL && ask_route(relay))
         return;
     if (x->pool == NULL)
@@ -539,7 +587,7 @@ static void send_request(struct relay *relay)
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
 
     if (request_write_head(x->request, relay_bytes(relay), &x->info, &relay->config->policy,
-                           relay->client_address, keep_backend, &head) == -1) {
+                           relay->client_address, relay->tls, keep_backend, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         relay_fail_request(relay, 502);
@@ -742,7 +790,7 @@ static int forward_interim(struct relay *relay, const char *buf)
 
     if (relay->x.minor_version == 0)
         return 0;
-    if (response_write_head(relay->x.response, buf, CONNECTION_PERSIST, false, &out) == -1)
+    if (response_write_head(relay->x.response, buf, CONNECTION_PERSIST, false, NULL, &out) == -1)
         return -1;
     connection_write(&relay->client, out.data, buffer_length(&out));
     buffer_free(&out);
@@ -769,7 +817,8 @@ static int start_response(struct relay *relay, const char *buf)
     x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !x->dechunk &&
                      !upgrading && client_may_stay(relay);
     mode = upgrading ? CONNECTION_UPGRADE : client_connection(relay);
-    if (response_write_head(x->response, buf, mode, x->dechunk, &out) == -1) {
+    if (response_write_head(x->response, buf, mode, x->dechunk,
+                            relay->tls ? relay->config->tls.hsts_line : NULL, &out) == -1) {
         log_msg("out of memory writing a response head");
         return 502;
     }

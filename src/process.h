@@ -14,10 +14,17 @@
 
 struct config;
 
-/* The listening sockets of the public listener: one, shared by every
- * worker (or used by rsp alone), or with reuseport one per worker. */
+/* What one worker (or rsp alone) listens on: the plain HTTP socket and
+ * the HTTPS one (-1 without `tls`). */
+struct listen_fds {
+    int plain;
+    int tls;
+};
+
+/* The listening sockets of the public listeners: one pair, shared by
+ * every worker (or used by rsp alone), or with reuseport one per worker. */
 struct sockets {
-    int fds[PROCESS_MAX_SOCKETS];
+    struct listen_fds fds[PROCESS_MAX_SOCKETS];
     size_t count;
 };
 
@@ -28,15 +35,27 @@ struct process {
     struct status_facts facts;
 };
 
-/* Opens what c's `listen` asks for: `count` sockets (SO_REUSEPORT when
- * more than one). Returns 0, or -1 after logging (nothing left open). */
+/* Opens what c's `listen` and `tls.listen` ask for: `count` pairs of
+ * sockets (SO_REUSEPORT when more than one). Returns 0, or -1 after
+ * logging (nothing left open). */
 int sockets_open(struct sockets *s, const struct config *c, size_t count);
+
+/* The same, for a reload from config `was` whose sockets are `had`: an
+ * address that did not move gets a duplicate of its socket instead of a
+ * new one (which could not bind: the port is taken). */
+int sockets_reopen(struct sockets *s, const struct config *c, size_t count, const struct config *was,
+                   const struct sockets *had);
 
 /* Closes them all. */
 void sockets_close(struct sockets *s);
 
-/* True if both configs listen on the same address and port. */
+/* True if both configs listen on the same addresses and ports, plain and
+ * HTTPS. */
 bool same_listen(const struct config *a, const struct config *b);
+
+/* Says where c listens: "listening on ...", and "listening for HTTPS on
+ * ..." with `tls`. */
+void log_listening(const struct config *c);
 
 /* Opens the access log c asks for (or closes it if c has none). Returns
  * 0, or -1 after saying why, as a config error does. */
@@ -65,8 +84,8 @@ void master_signal(int signo);
 void master_forget(void);
 
 /* In a worker just forked (rsp.c) by the master `master`: serves clients
- * on listen_fd, counting in row `row` of the shared counters, until told
- * to stop; then exits. Never returns. */
-void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared, pid_t master);
+ * on the sockets fds, counting in row `row` of the shared counters, until
+ * told to stop; then exits. Never returns. */
+void worker_run(int slot, int row, struct listen_fds fds, bool shared, pid_t master);
 
 #endif

@@ -95,6 +95,7 @@ struct relay {
     struct relay_set *set;           /* the relays alive, a list through prev/next */
     struct relay *prev, *next;
     struct connection client;
+    bool tls;                        /* it came to the HTTPS port */
     struct config *config;           /* held: the generation its request began in */
     struct buffer head;              /* what the client sent that is not used yet: the
                                         request head, and whatever came after it */

@@ -338,7 +338,7 @@ static int append_request_line(const struct http_request *req, const char *buf,
  * in brackets and quotes), over what, and for which host (quoted when it
  * holds a ':' or brackets, which a token may not). */
 static int append_forwarded(const struct request_info *info, const char *buf,
-                            const char *client_address, struct buffer *out)
+                            const char *client_address, bool https, struct buffer *out)
 {
     bool ipv6 = strchr(client_address, ':') != NULL;
     struct http_span host = info->host_header;
@@ -348,7 +348,8 @@ static int append_forwarded(const struct request_info *info, const char *buf,
 
     rc |= append_text(out, ipv6 ? "Forwarded: for=\"[" : "Forwarded: for=");
     rc |= append_text(out, client_address);
-    rc |= append_text(out, ipv6 ? "]\";proto=http" : ";proto=http");
+    rc |= append_text(out, ipv6 ? "]\";proto=" : ";proto=");
+    rc |= append_text(out, https ? "https" : "http");
     if (host.length > 0) {
         rc |= append_text(out, quote_host ? ";host=\"" : ";host=");
         rc |= append_span(out, buf, host);
@@ -368,7 +369,8 @@ static bool has_header(const struct http_request *req, const char *buf, const ch
 
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, bool keep_backend, struct buffer *out)
+                       const char *client_address, bool https, bool keep_backend,
+                       struct buffer *out)
 {
     bool content_length_sent = false;
     int rc = append_request_line(req, buf, info, out);
@@ -412,13 +414,13 @@ int request_write_head(const struct http_request *req, const char *buf,
     rc |= append_text(out, client_address);
     rc |= append_text(out, "\r\nX-Real-IP: ");
     rc |= append_text(out, client_address);
-    rc |= append_text(out, "\r\nX-Forwarded-Proto: http\r\n");
+    rc |= append_text(out, https ? "\r\nX-Forwarded-Proto: https\r\n" : "\r\nX-Forwarded-Proto: http\r\n");
     if (info->host_header.length > 0) {
         rc |= append_text(out, "X-Forwarded-Host: ");
         rc |= append_span(out, buf, info->host_header);
         rc |= append_text(out, "\r\n");
     }
-    rc |= append_forwarded(info, buf, client_address, out);
+    rc |= append_forwarded(info, buf, client_address, https, out);
     if (info->upgrade.length > 0) {
         rc |= append_text(out, "Upgrade: ");
         rc |= append_span(out, buf, info->upgrade);

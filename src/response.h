@@ -59,9 +59,11 @@ const char *response_connection_line(enum response_connection mode);
  * and what it lists, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade
  * unless upgrading; Content-Length beside chunked; Transfer-Encoding too
  * when `dechunk`: the body reaches an HTTP/1.0 client without its
- * chunked coding), then the Connection line for mode. Returns 0, or -1 if
- * out of memory. */
+ * chunked coding), then the Connection line for mode. `hsts`, if not NULL
+ * or "", is rsp's own Strict-Transport-Security line (config tls.hsts),
+ * which replaces any the backend sent. Returns 0, or -1 if out of memory. */
 int response_write_head(const struct http_request *res, const char *buf,
-                        enum response_connection mode, bool dechunk, struct buffer *out);
+                        enum response_connection mode, bool dechunk, const char *hsts,
+                        struct buffer *out);
 
 #endif

@@ -42,10 +42,18 @@ static const char *balance_name(const struct pool *pool)
 
 /* Says what we serve: one line for the listener, one per pool and site,
  * one for route. */
+void log_listening(const struct config *c)
+{
+    log_msg("listening on %s port %s", c->listen_host ? c->listen_host : "every address,",
+            c->listen_port);
+    if (c->tls.context != NULL)
+        log_msg("listening for HTTPS on %s port %s", c->tls.listen_host ? c->tls.listen_host : "every address,",
+                c->tls.listen_port);
+}
+
 static void log_startup(const struct config *config)
 {
-    log_msg("listening on %s port %s", config->listen_host ? config->listen_host : "every address,",
-            config->listen_port);
+    log_listening(config);
     for (size_t i = 0; i < config->pool_count; i++) {
         const struct named_pool *named = &config->pools[i];
         log_msg("pool %s: %zu backend%s, %s", named->name, named->pool.count,
@@ -76,11 +84,17 @@ static void log_startup(const struct config *config)
 }
 
 
+/* The listeners of one process: plain HTTP, and HTTPS if there is `tls`. */
+struct listeners {
+    struct listener *plain;
+    struct listener *tls;
+};
+
 /* What the signals act on. */
 static struct {
     struct process p;
     struct relay_set relays;
-    struct listener *listener;  /* NULL once stopping */
+    struct listeners listeners; /* both NULL once stopping */
     struct epoll_event_handler signals;
     struct timer shutdown_timer;
     bool stopping;
@@ -88,35 +102,113 @@ static struct {
     bool master;                /* this process keeps workers: signals go to master.c */
 } proxy;
 
-bool same_listen(const struct config *a, const struct config *b)
+static bool same_address(const char *host_a, const char *port_a, const char *host_b, const char *port_b)
 {
-    if ((a->listen_host == NULL) != (b->listen_host == NULL))
+    if ((host_a == NULL) != (host_b == NULL))
         return false;
-    return strcmp(a->listen_port, b->listen_port) == 0 &&
-           (a->listen_host == NULL || strcmp(a->listen_host, b->listen_host) == 0);
+    return strcmp(port_a, port_b) == 0 && (host_a == NULL || strcmp(host_a, host_b) == 0);
 }
 
-int sockets_open(struct sockets *s, const struct config *c, size_t count)
+bool same_listen(const struct config *a, const struct config *b)
+{
+    if ((a->tls.context == NULL) != (b->tls.context == NULL))
+        return false;
+    return same_address(a->listen_host, a->listen_port, b->listen_host, b->listen_port) &&
+           (a->tls.context == NULL || same_address(a->tls.listen_host, a->tls.listen_port,
+                                                   b->tls.listen_host, b->tls.listen_port));
+}
+
+/* A listening socket for host:port: the one `had` is, if it listens
+ * there already (as a duplicate: the old one may be closed while this
+ * one serves on), else a new one. */
+static int open_one(const char *host, const char *port, bool reuseport, const char *had_host,
+                    const char *had_port, int had)
+{
+    int fd;
+
+    if (had == -1 || !same_address(host, port, had_host, had_port))
+        return net_listen_reuseport(host, port, reuseport);
+    fd = fcntl(had, F_DUPFD_CLOEXEC, 0);
+    if (fd == -1)
+        log_errno("dup listening socket");
+    return fd;
+}
+
+int sockets_reopen(struct sockets *s, const struct config *c, size_t count, const struct config *was,
+                   const struct sockets *had)
 {
     s->count = 0;
     while (s->count < count) {
-        int fd = net_listen_reuseport(c->listen_host, c->listen_port, count > 1);
+        struct listen_fds old = { -1, -1 }, fds = { -1, -1 };
 
-        if (fd == -1) {
+        if (was != NULL && s->count < had->count)
+            old = had->fds[s->count];
+        fds.plain = open_one(c->listen_host, c->listen_port, count > 1, was ? was->listen_host : NULL,
+                             was ? was->listen_port : NULL, old.plain);
+        if (fds.plain != -1 && c->tls.context != NULL) {
+            fds.tls = open_one(c->tls.listen_host, c->tls.listen_port, count > 1,
+                               was ? was->tls.listen_host : NULL, was ? was->tls.listen_port : NULL,
+                               was && was->tls.context ? old.tls : -1);
+            if (fds.tls == -1 && close(fds.plain) == -1)
+                log_errno("close listening socket");
+        }
+        if (fds.plain == -1 || (c->tls.context != NULL && fds.tls == -1)) {
             sockets_close(s);
             return -1;
         }
-        s->fds[s->count++] = fd;
+        s->fds[s->count++] = fds;
     }
     return 0;
 }
 
+int sockets_open(struct sockets *s, const struct config *c, size_t count)
+{
+    return sockets_reopen(s, c, count, NULL, NULL);
+}
+
 void sockets_close(struct sockets *s)
 {
-    for (size_t i = 0; i < s->count; i++)
-        if (close(s->fds[i]) == -1)
+    for (size_t i = 0; i < s->count; i++) {
+        if (close(s->fds[i].plain) == -1)
             log_errno("close listening socket");
+        if (s->fds[i].tls != -1 && close(s->fds[i].tls) == -1)
+            log_errno("close listening socket (HTTPS)");
+    }
     s->count = 0;
+}
+
+/* Starts a listener on each socket of fds, which belong to them from
+ * here on, whatever happens. Returns 0, or -1 after logging (the sockets
+ * are closed then). */
+static int listeners_start(struct listeners *l, struct listen_fds fds, bool shared)
+{
+    l->tls = NULL;
+    l->plain = listener_start(fds.plain, &proxy.relays, shared, false);
+    if (l->plain == NULL) {
+        if (close(fds.plain) == -1)
+            log_errno("close listening socket");
+        if (fds.tls != -1 && close(fds.tls) == -1)
+            log_errno("close listening socket (HTTPS)");
+        return -1;
+    }
+    if (fds.tls != -1 && (l->tls = listener_start(fds.tls, &proxy.relays, shared, true)) == NULL) {
+        if (close(fds.tls) == -1)
+            log_errno("close listening socket (HTTPS)");
+        listener_stop(l->plain);
+        l->plain = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops both (closing their sockets); either may be NULL. */
+static void listeners_stop(struct listeners *l)
+{
+    if (l->plain != NULL)
+        listener_stop(l->plain);
+    if (l->tls != NULL)
+        listener_stop(l->tls);
+    l->plain = l->tls = NULL;
 }
 
 int apply_access_log(const char *path, const struct config *c)
@@ -192,8 +284,9 @@ static void worker_reload(void)
 static void reload(void)
 {
     struct config *current = generation_current(), *next;
-    struct listener *listener = NULL;
+    struct listeners listeners = { NULL, NULL };
     struct sockets sockets = { .count = 0 };
+    bool moved = false;
 
     if (proxy.worker != 0) {
         worker_reload();
@@ -208,33 +301,32 @@ static void reload(void)
     if (next->scaling.workers != current->scaling.workers)
         log_msg("setting 'workers' changed: that takes a restart; the rest of the config is reloaded");
     if (!same_listen(current, next)) {
-        /* The old socket stays until the new one works: a typo in `listen`
-         * must not leave rsp deaf. */
-        if (sockets_open(&sockets, next, 1) == -1) {
+        /* The old sockets stay until the new ones work: a typo in
+         * `listen` must not leave rsp deaf. One that did not move is
+         * carried over (reopening its port would fail: it is taken). */
+        struct sockets had = { .fds = { { listener_socket(proxy.listeners.plain),
+                                          proxy.listeners.tls ? listener_socket(proxy.listeners.tls) : -1 } },
+                               .count = 1 };
+        if (sockets_reopen(&sockets, next, 1, current, &had) == -1 ||
+            listeners_start(&listeners, sockets.fds[0], false) == -1) {
             reload_refused(&proxy.p, next);
             return;
         }
-        listener = listener_start(sockets.fds[0], &proxy.relays, false);
-        if (listener == NULL) {
-            sockets_close(&sockets);
-            reload_refused(&proxy.p, next);
-            return;
-        }
+        moved = true;
     }
     if (apply_access_log(proxy.p.config_path, next) == -1 || apply_status(&proxy.p, next) == -1) {
-        if (listener != NULL)
-            listener_stop(listener);
+        if (moved)
+            listeners_stop(&listeners);
         reload_refused(&proxy.p, next);
         return;
     }
     if ((next->operations.user == NULL) != (current->operations.user == NULL) ||
         (next->operations.user != NULL && strcmp(next->operations.user, current->operations.user) != 0))
         log_msg("setting 'user' changed: that takes a restart; the rest of the config is reloaded");
-    if (listener != NULL) {
-        listener_stop(proxy.listener);
-        proxy.listener = listener;
-        log_msg("listening on %s port %s", next->listen_host ? next->listen_host : "every address,",
-                next->listen_port);
+    if (moved) {
+        listeners_stop(&proxy.listeners);
+        proxy.listeners = listeners;
+        log_listening(next);
     }
     proxy.p.facts.reloads_ok++;
     proxy.p.facts.loaded_at = clock_wall();
@@ -265,8 +357,7 @@ static void stop(const char *why)
         return;
     }
     proxy.stopping = true;
-    listener_stop(proxy.listener);
-    proxy.listener = NULL;
+    listeners_stop(&proxy.listeners);
     log_msg("%s: stopping; %zu connection%s open, requests in flight get up to %g s", why,
             proxy.relays.count, proxy.relays.count == 1 ? "" : "s", timeout);
     if (timer_arm(&proxy.shutdown_timer, reactor_now() + timeout) == -1) {
@@ -381,18 +472,14 @@ static int usage(void)
     return 2;
 }
 
-/* Sets up this process to serve clients on listen_fd and runs until it
- * stops. Returns the exit status. */
-static int serve(int listen_fd, bool shared)
+/* Sets up this process to serve clients on fds and runs until it stops.
+ * Returns the exit status. */
+static int serve(struct listen_fds fds, bool shared)
 {
     int status;
 
-    proxy.listener = listener_start(listen_fd, &proxy.relays, shared);
-    if (proxy.listener == NULL) {
-        if (close(listen_fd) == -1)
-            log_errno("close listening socket");
+    if (listeners_start(&proxy.listeners, fds, shared) == -1)
         return 1;
-    }
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)
         log_msg("stopped");
@@ -401,9 +488,7 @@ static int serve(int listen_fd, bool shared)
      * checks and idle connections. */
     relay_close_all(&proxy.relays);
     timer_disarm(&proxy.shutdown_timer);
-    if (proxy.listener != NULL)
-        listener_stop(proxy.listener);
-    proxy.listener = NULL;
+    listeners_stop(&proxy.listeners);
     return status;
 }
 
@@ -423,13 +508,12 @@ static void clean_up(void)
     reactor_close();
 }
 
-void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared, pid_t master)
+void worker_run(int slot, int row, struct listen_fds fds, bool shared, pid_t master)
 {
     char tag[32];
     struct backend *b;
     int status;
 
-    (void)p;
     snprintf(tag, sizeof tag, "worker %d", slot);
     log_set_tag(tag);
     proxy.worker = slot;
@@ -447,7 +531,7 @@ void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared
         log_errno("setpgid");
     /* What the master watched is the master's: its epoll instance, its
      * timers, the status listener, the health checks, the other
-     * workers' sockets. This process keeps listen_fd and the config. */
+     * workers' sockets. This process keeps fds and the config. */
     if (reactor_after_fork() == -1)
         _exit(1);
     if (close(proxy.signals.fd) == -1)
@@ -456,16 +540,20 @@ void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared
     proxy.p.status = NULL;
     for (b = backend_first(); b != NULL; b = b->registry_next)
         health_check_forget(b);
-    for (size_t i = 0; i < proxy.p.sockets.count; i++)
-        if (proxy.p.sockets.fds[i] != listen_fd && close(proxy.p.sockets.fds[i]) == -1)
+    for (size_t i = 0; i < proxy.p.sockets.count; i++) {
+        struct listen_fds other = proxy.p.sockets.fds[i];
+        if (other.plain != fds.plain && close(other.plain) == -1)
             log_errno("close another worker's socket");
+        if (other.tls != -1 && other.tls != fds.tls && close(other.tls) == -1)
+            log_errno("close another worker's socket (HTTPS)");
+    }
     proxy.p.sockets.count = 0;
     proxy.master = false;
     master_forget();
     if (watch_signals(false) == -1)
         _exit(1);
     timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
-    status = serve(listen_fd, shared);
+    status = serve(fds, shared);
     clean_up();
     stats_close();
     config_share_close();
@@ -538,12 +626,12 @@ int main(int argc, char *argv[])
         sockets_close(&proxy.p.sockets);
         config_share_close();
     } else {
-        int fd = proxy.p.sockets.fds[0];
+        struct listen_fds fds = proxy.p.sockets.fds[0];
 
-        proxy.p.sockets.count = 0; /* the listener owns it now */
+        proxy.p.sockets.count = 0; /* the listeners own them now */
         printf("Started. Listening on port %s.\n", generation_current()->listen_port);
         fflush(stdout);
-        status = serve(fd, false);
+        status = serve(fds, false);
     }
     clean_up();
     stats_close();

@@ -86,37 +86,10 @@ int config_split_host_port(const char *text, char *host, size_t host_size, const
 /* listen = 8000 | "8000" | "ADDRESS:PORT" */
 static int read_listen(lua_State *L, const char *path, struct config *config)
 {
-    char host[256];
-    const char *port = NULL;
     int rc = -1;
 
     config_global(L, "listen");
-    if (lua_type(L, -1) == LUA_TNUMBER) {
-        lua_Number value = lua_tonumber(L, -1);
-        if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
-            snprintf(config->listen_port, sizeof config->listen_port, "%d", (int)value);
-            rc = 0;
-        } else {
-            config_error(path, "setting 'listen' must be a port from 1 to 65535, not %g", value);
-        }
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-        const char *text = lua_tostring(L, -1);
-        if (strlen(text) != lua_objlen(L, -1)) {
-            config_error(path, "setting 'listen' must not contain a zero byte");
-        } else if (net_parse_port(text) != -1) {
-            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(text));
-            rc = 0;
-        } else if (config_split_host_port(text, host, sizeof host, &port) == -1) {
-            config_error(path, "setting 'listen' must be a port or \"ADDRESS:PORT\", not \"%.100s\"", text);
-        } else if (net_parse_port(port) == -1) {
-            config_error(path, "setting 'listen': the port in \"%.100s\" must be from 1 to 65535", text);
-        } else if ((config->listen_host = strdup(host)) == NULL) {
-            config_error(path, "out of memory");
-        } else {
-            snprintf(config->listen_port, sizeof config->listen_port, "%d", net_parse_port(port));
-            rc = 0;
-        }
-    } else if (lua_isnil(L, -1)) {
+    if (lua_isnil(L, -1)) {
         config_global(L, "listenPort");
         if (!lua_isnil(L, -1))
             config_error(path, "setting 'listen' is missing (listenPort, backendAddress and "
@@ -125,8 +98,7 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
             config_error(path, "setting 'listen' is missing");
         lua_pop(L, 1);
     } else {
-        config_error(path, "setting 'listen' must be a port or \"ADDRESS:PORT\", not a %s",
-                     luaL_typename(L, -1));
+        rc = config_read_address(L, path, "listen", &config->listen_host, config->listen_port);
     }
     lua_pop(L, 1);
     return rc;
@@ -399,7 +371,8 @@ static const char *const settings[] = {
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
-    "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", NULL,
+    "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", "tls",
+    "acme_webroot", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -521,7 +494,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         read_timeouts(L, path, &config->timeouts) == 0 &&
         read_keepalive(L, path, &config->keepalive) == 0 &&
         read_operations(L, path, &config->operations) == 0 &&
-        config_read_scaling(L, path, config) == 0 &&
+        config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
@@ -572,6 +545,7 @@ void config_free(struct config *config)
     config->listen_host = NULL;
     free(config->scaling.status_host);
     config->scaling.status_host = NULL;
+    config_free_tls(&config->tls);
     free(config->operations.access_log);
     free(config->operations.user);
     config->operations.access_log = config->operations.user = NULL;

@@ -1,5 +1,5 @@
 /* config_read.h -- what the files that read the config share. Private to
- * config.c and config_pools.c. */
+ * the config_*.c files and tls.c. */
 #ifndef RSP_CONFIG_READ_H
 #define RSP_CONFIG_READ_H
 
@@ -30,6 +30,13 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
  * if text does not have that shape (the port is checked separately). */
 int config_split_host_port(const char *text, char *host, size_t host_size, const char **port);
 
+/* Reads the address setting on top of the stack (not nil): a port
+ * (8000, "8000") or "ADDRESS:PORT" ("[::1]:8000"). Sets *host (NULL:
+ * every address; else free it) and port ("1".."65535"). Returns 0, or -1
+ * after naming `setting` (config_address.c). */
+int config_read_address(lua_State *L, const char *path, const char *setting, char **host,
+                        char port[6]);
+
 /* The backends settings (config_pools.c). Each reads its globals, fills
  * config and returns 0, or prints what is wrong and returns -1. Pools come
  * before sites, which may name them. */
@@ -56,5 +63,9 @@ int config_read_boolean(lua_State *L, const char *path, const char *name, bool *
 /* status_listen, status_public, workers and reuseport (config_scaling.c),
  * read after listen. Returns 0, or -1 after printing what is wrong. */
 int config_read_scaling(lua_State *L, const char *path, struct config *config);
+
+/* tls and acme_webroot (config_tls.c), read after listen and
+ * status_listen. Returns 0, or -1 after printing what is wrong. */
+int config_read_tls(lua_State *L, const char *path, struct config *config);
 
 #endif

@@ -35,6 +35,7 @@ struct listener {
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
     uint32_t events;            /* EPOLLIN, with EPOLLEXCLUSIVE when workers share the socket */
+    bool tls;                   /* the HTTPS port: clients get TLS under them */
     unsigned accepted;          /* clients accepted since this worker's last turn began */
     /* Ends a pause in listening: see pause_listening(). */
     struct timer resume;
@@ -138,7 +139,12 @@ static bool accept_overflow(struct listener *listener)
         if (close(listener->spare_fd) == -1)
             log_errno("close spare fd");
         fd = accept4(listener->handler.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd != -1) {
+        if (fd != -1 && listener->tls) {
+            /* No words in plain text to a TLS client: a close is all. */
+            if (close(fd) == -1)
+                log_errno("close (a client turned away)");
+            listener->turned_away++;
+        } else if (fd != -1) {
             turn_away(fd);
             listener->turned_away++;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
@@ -211,12 +217,13 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
         if (relay_start(client_fd, (struct sockaddr *)&address, length, generation_current(),
-                        listener->relays) == -1)
-            close(client_fd);
+                        listener->relays, listener->tls) == -1 &&
+            close(client_fd) == -1)
+            log_errno("close (a client we had no room for)");
     }
 }
 
-struct listener *listener_start(int listen_fd, struct relay_set *relays, bool shared)
+struct listener *listener_start(int listen_fd, struct relay_set *relays, bool shared, bool tls)
 {
     struct listener *listener = calloc(1, sizeof *listener);
 
@@ -228,6 +235,7 @@ struct listener *listener_start(int listen_fd, struct relay_set *relays, bool sh
     listener->handler.handle = listener_handle;
     listener->handler.closure = listener;
     listener->relays = relays;
+    listener->tls = tls;
     /* Several workers waiting on one socket: wake one of them per
      * connection, not all (the others would find nothing to accept). */
     listener->events = shared ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN;
@@ -241,6 +249,11 @@ struct listener *listener_start(int listen_fd, struct relay_set *relays, bool sh
         return NULL;
     }
     return listener;
+}
+
+int listener_socket(const struct listener *listener)
+{
+    return listener->handler.fd;
 }
 
 void listener_stop(struct listener *listener)

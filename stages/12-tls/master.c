@@ -44,7 +44,7 @@ struct worker {
     pid_t pid;
     int slot;                  /* 1..workers: what the log calls it */
     int row;                   /* its row of the shared counters */
-    int fd;                    /* the listening socket it serves */
+    struct listen_fds fds;     /* the listening sockets it serves */
     bool retiring;             /* told to stop (listen moved): not replaced */
     double started;            /* reactor_now() when forked */
     double due;                /* WAITING: when to start it */
@@ -128,7 +128,7 @@ static void start(struct worker *w)
         return;
     }
     if (pid == 0)
-        worker_run(master.p, w->slot, row, w->fd, !generation_current()->scaling.reuseport,
+        worker_run(w->slot, row, w->fds, !generation_current()->scaling.reuseport,
                    master.pid); /* never returns */
     w->state = WORKER_RUNNING;
     w->pid = pid;
@@ -152,7 +152,7 @@ static void start_all(void)
                 w = &master.workers[j];
         if (w == NULL)
             return; /* cannot happen: start() checks the rows first */
-        *w = (struct worker){ .slot = (int)i + 1, .fd = master.p->sockets.fds[c->scaling.reuseport ? i : 0] };
+        *w = (struct worker){ .slot = (int)i + 1, .fds = master.p->sockets.fds[c->scaling.reuseport ? i : 0] };
         start(w);
     }
 }
@@ -282,7 +282,8 @@ static void reload(void)
             reload_refused(master.p, next);
             return;
         }
-        if (sockets_open(&fresh, next, next->scaling.reuseport ? next->scaling.workers : 1) == -1) {
+        if (sockets_reopen(&fresh, next, next->scaling.reuseport ? next->scaling.workers : 1, current,
+                           &master.p->sockets) == -1) {
             reload_refused(master.p, next);
             return;
         }
@@ -312,8 +313,7 @@ static void reload(void)
     tell_all(SIGTERM);
     sockets_close(&master.p->sockets);
     master.p->sockets = fresh;
-    log_msg("listening on %s port %s", next->listen_host ? next->listen_host : "every address,",
-            next->listen_port);
+    log_listening(next);
     start_all();
 }
 

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "stats.h"
 #include "timer.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +37,10 @@
 #include <unistd.h>
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events);
+
+/* A TLS read returns at most one record's plaintext, 16 KiB: with buffers
+ * this large, none is ever left inside OpenSSL (tls_transport.c). */
+_Static_assert(RELAY_READ_SIZE >= 16384, "a TLS record's plaintext fits in one read");
 
 static void client_readable(struct relay *relay)
 {
@@ -288,7 +293,7 @@ void relay_drain_all(struct relay_set *set)
 }
 
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
-                struct config *config, struct relay_set *set)
+                struct config *config, struct relay_set *set, bool tls)
 {
     struct relay *relay = calloc(1, sizeof *relay);
 
@@ -313,6 +318,17 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->client.bytes_read = &stats_row()->bytes_in;
     relay->client.bytes_written = &stats_row()->bytes_out;
     stats_gauge_own(&stats_row()->connections, 1);
+    if (tls) {
+        /* A generation without `tls` has no HTTPS listener: a client
+         * accepted by the old one just as a reload removed it goes. */
+        relay->tls = true;
+        if (config->tls.context == NULL || tls_attach(&relay->client, config->tls.context) == -1) {
+            if (config->tls.context != NULL)
+                log_msg("out of memory setting up TLS for %s", relay->client_address);
+            relay_close(relay);
+            return 0;
+        }
+    }
     relay_settle_or_close(relay);
     return 0;
 }

@@ -96,7 +96,8 @@ static int append_text(struct buffer *out, const char *text)
 }
 
 int response_write_head(const struct http_request *res, const char *buf,
-                        enum response_connection mode, bool dechunk, struct buffer *out)
+                        enum response_connection mode, bool dechunk, const char *hsts,
+                        struct buffer *out)
 {
     bool chunked = false;
     int rc = 0;
@@ -125,11 +126,15 @@ int response_write_head(const struct http_request *res, const char *buf,
             continue;
         if (http_span_is(buf, h->name, "transfer-encoding") && dechunk)
             continue;
+        if (hsts != NULL && hsts[0] != '\0' && http_span_is(buf, h->name, "strict-transport-security"))
+            continue;
         rc |= append_span(out, buf, h->name);
         rc |= append_text(out, ": ");
         rc |= append_span(out, buf, h->value);
         rc |= append_text(out, "\r\n");
     }
+    if (hsts != NULL)
+        rc |= append_text(out, hsts);
     rc |= append_text(out, response_connection_line(mode));
     rc |= append_text(out, "\r\n");
     return rc == 0 ? 0 : -1;
