@@ -58,7 +58,8 @@ from test_workers import owners, started_workers
 
 pytestmark = pytest.mark.stage(11)
 
-VERSION = "0.11.0"
+# The version status.json reports, by stage (rsp -v says the same: test_operations.py).
+VERSIONS = {11: "0.11.0", 12: "0.12.0"}
 POLL_TIMEOUT = 5.0     # s: a bound on waiting for something that must happen (never a measurement)
 HEALTH_TIMEOUT = 10.0  # s: a bound on a health check transition (fall or rise checks 0.1 s apart)
 CHECK = {"path": "/healthz", "interval": 0.1, "timeout": 0.5, "rise": 2, "fall": 2}
@@ -87,6 +88,22 @@ FAMILIES = {
 ALWAYS = ("rsp_backend_up", "rsp_backend_requests_total", "rsp_backend_in_flight", "rsp_connections",
           "rsp_requests_in_flight", "rsp_bytes_total", "rsp_timeouts_total", "rsp_config_reloads_total",
           "rsp_config_generation", "rsp_workers", "rsp_worker_restarts_total", "rsp_start_time_seconds")
+
+_stage_under_test = None
+
+
+@pytest.fixture(autouse=True)
+def _note_stage(rsp):
+    """Notes the stage under test, for version_of()."""
+    global _stage_under_test
+    _stage_under_test = rsp.stage
+
+
+def version_of(proxy):
+    """The version the proxy (of the stage under test) must report."""
+    del proxy  # every proxy of a run is the same binary
+    return VERSIONS[_stage_under_test]
+
 
 needs_ipv6 = pytest.mark.skipif(not ipv6_loopback_available(), reason="no IPv6 loopback (::1) here")
 
@@ -287,7 +304,7 @@ def check_shape(doc, proxy):
               "bytes", "sites", "pools", "history")
     missing = [f for f in fields if f not in doc]
     assert not missing, f"/status.json lacks {missing}: {doc}"
-    assert doc["version"] == VERSION, doc["version"]
+    assert doc["version"] == version_of(proxy), doc["version"]
     assert is_int(doc["pid"]) and doc["pid"] == proxy.pid, (doc["pid"], proxy.pid)
     for name in ("started_at", "uptime_seconds", "generation_loaded_at"):
         assert is_number(doc[name]) and doc[name] >= 0, (name, doc[name])
@@ -1274,7 +1291,7 @@ def test_status_listen_ipv6_loopback(backend, start_proxy):
     wait_until_listening(port, proxy.process, POLL_TIMEOUT, what="rsp's status listener")
     r = ask_status(port, f"GET /status.json HTTP/1.1\r\nHost: [::1]:{port}\r\n\r\n".encode(), address="::1")
     assert_status_answer(r, 200, "application/json")
-    assert json.loads(r.body)["version"] == VERSION
+    assert json.loads(r.body)["version"] == version_of(proxy)
 
 
 # -- the HTML page ----------------------------------------------------------------------------------

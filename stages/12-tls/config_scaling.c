@@ -45,43 +45,27 @@ static bool only_loopback(const char *host)
  * alone means 127.0.0.1. */
 static int read_status_listen(lua_State *L, const char *path, struct scaling *s)
 {
-    char host[256] = "127.0.0.1";
-    const char *port = NULL;
-    char number[16];
-    int rc = -1;
+    int rc;
 
     config_global(L, "status_listen");
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         return 0;
     }
-    if (lua_type(L, -1) == LUA_TNUMBER) {
-        lua_Number value = lua_tonumber(L, -1);
-        if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
-            snprintf(number, sizeof number, "%d", (int)value);
-            port = number;
-        }
-    } else if (lua_type(L, -1) == LUA_TSTRING && strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
-        const char *text = lua_tostring(L, -1);
-        if (net_parse_port(text) != -1)
-            port = text;
-        else if (config_split_host_port(text, host, sizeof host, &port) == -1)
-            port = NULL;
-    }
-    if (port == NULL || net_parse_port(port) == -1) {
-        config_error(path, "setting 'status_listen' must be a port or \"ADDRESS:PORT\" "
-                           "(like \"127.0.0.1:9090\")");
-    } else if (!s->status_public && !only_loopback(host)) {
-        config_error(path, "setting 'status_listen': %s is not a loopback address; the status "
-                           "page is for this machine only, unless status_public = true", host);
-    } else if ((s->status_host = strdup(host)) == NULL) {
-        config_error(path, "out of memory");
-    } else {
-        snprintf(s->status_port, sizeof s->status_port, "%d", net_parse_port(port));
-        rc = 0;
-    }
+    rc = config_read_address(L, path, "status_listen", &s->status_host, s->status_port);
     lua_pop(L, 1);
-    return rc;
+    if (rc == -1)
+        return -1;
+    if (s->status_host == NULL && (s->status_host = strdup("127.0.0.1")) == NULL) {
+        config_error(path, "out of memory");
+        return -1;
+    }
+    if (!s->status_public && !only_loopback(s->status_host)) {
+        config_error(path, "setting 'status_listen': %s is not a loopback address; the status "
+                           "page is for this machine only, unless status_public = true", s->status_host);
+        return -1;
+    }
+    return 0;
 }
 
 /* workers = N (1..64) | "auto" (one per CPU). */
