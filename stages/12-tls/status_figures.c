@@ -84,6 +84,8 @@ void status_totals(const struct status_view *v, struct totals *t)
         t->in_flight += atomic_load_explicit(&r->in_flight, memory_order_relaxed);
         t->bytes_in += counter_value(&r->bytes_in);
         t->bytes_out += counter_value(&r->bytes_out);
+        t->tls_handshakes += counter_value(&r->tls_handshakes);
+        t->tls_failures += counter_value(&r->tls_failures);
     }
     FOR_EACH_SITE(v, site) {
         for (size_t c = 0; c < STATS_CODES; c++) {

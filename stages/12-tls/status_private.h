@@ -20,6 +20,7 @@ extern const char *const status_timeout_names[TIMEOUT_KINDS];
 struct totals {
     int64_t connections, in_flight;
     uint64_t bytes_in, bytes_out, requests, classes[5];
+    uint64_t tls_handshakes, tls_failures;
 };
 
 /* Appends printf-style text; after a failure (out of memory) *failed

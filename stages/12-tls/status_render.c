@@ -75,8 +75,10 @@ int status_render_json(struct buffer *out, const struct status_view *v)
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "%s\"%s\": %llu", i == 0 ? "" : ", ", status_timeout_names[i],
             (unsigned long long)counter_value(&v->stats->timeouts[i]));
-    out_printf(&o, "},\n  \"bytes\": {\"in\": %llu, \"out\": %llu},\n  \"sites\": [",
+    out_printf(&o, "},\n  \"bytes\": {\"in\": %llu, \"out\": %llu},\n",
         (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out);
+    out_printf(&o, "  \"tls_handshakes\": {\"ok\": %llu, \"failed\": %llu},\n  \"sites\": [",
+        (unsigned long long)t.tls_handshakes, (unsigned long long)t.tls_failures);
     FOR_EACH_SITE(v, site) {
         bool first_code = true;
 
@@ -198,6 +200,9 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     family(&o, "rsp_bytes_total", "counter", "Bytes read from clients (in) and written to them (out).");
     out_printf(&o, "rsp_bytes_total{direction=\"in\"} %llu\nrsp_bytes_total{direction=\"out\"} %llu\n",
         (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out);
+    family(&o, "rsp_tls_handshakes_total", "counter", "TLS handshakes on the HTTPS port, by result.");
+    out_printf(&o, "rsp_tls_handshakes_total{result=\"ok\"} %llu\nrsp_tls_handshakes_total{result=\"failed\"} %llu\n",
+        (unsigned long long)t.tls_handshakes, (unsigned long long)t.tls_failures);
     family(&o, "rsp_timeouts_total", "counter", "Timeouts that fired, by kind.");
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "rsp_timeouts_total{kind=\"%s\"} %llu\n", status_timeout_names[i],

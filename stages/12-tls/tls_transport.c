@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "connection.h"
 #include "log.h"
+#include "stats.h"
 
 #include <openssl/err.h>
 
@@ -46,6 +47,7 @@ static void handshake_failed(void)
     const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
     double now = clock_now();
 
+    stats_add_own(&stats_row()->tls_failures, 1);
     if (now - failures.reported_at < FAILURE_REPORT_INTERVAL) {
         failures.unreported++;
         return;
@@ -79,11 +81,14 @@ static size_t clamp(size_t len)
 static ssize_t tls_read(struct connection *c, char *buf, size_t len)
 {
     SSL *ssl = c->transport_state;
+    bool handshaking = !SSL_is_init_finished(ssl);
     int n, error;
 
     ERR_clear_error();
     n = SSL_read(ssl, buf, (int)clamp(len));
     c->transport_wants &= ~TRANSPORT_READ_NEEDS_OUT;
+    if (handshaking && SSL_is_init_finished(ssl))
+        stats_add_own(&stats_row()->tls_handshakes, 1);
     if (n > 0)
         return n;
     switch (error = SSL_get_error(ssl, n)) {
