@@ -279,6 +279,22 @@ def stage11_settings(listen_port, backends, options=None):
     return _settings_adding(STAGE11_OPTIONS, stage10_settings, listen_port, backends, options)
 
 
+# Stage 12 adds TLS: tls (a dict: listen, a port or "ADDRESS:PORT" of its
+# own; certificates, a list of {"cert": PATH, "key": PATH}, the first the
+# default; redirect_http, a bool; hsts, seconds) and acme_webroot (a
+# directory whose .well-known/acme-challenge/ files the plain listener
+# serves, where certbot --webroot writes them). A value that is not a
+# dict (e.g. 5, for a config rsp must refuse) is passed through; so is a
+# dict with any other key (e.g. a misspelled one).
+STAGE12_OPTIONS = ("tls", "acme_webroot")
+
+
+def stage12_settings(listen_port, backends, options=None):
+    """The stage 12 config globals, as Lua source text: those of stage 11
+    plus any of STAGE12_OPTIONS given in `options`."""
+    return _settings_adding(STAGE12_OPTIONS, stage11_settings, listen_port, backends, options)
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -295,9 +311,13 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     stage 09 also the keep-alive settings (see STAGE9_OPTIONS); from
     stage 10 also shutdown_timeout, access_log, access_log_format and user
     (see STAGE10_OPTIONS); from stage 11 also status_listen,
-    status_public, workers and reuseport (see STAGE11_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
+    status_public, workers and reuseport (see STAGE11_OPTIONS); from
+    stage 12 also tls and acme_webroot (see STAGE12_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
     again with the same port, this rewrites it (for a reload)."""
     options = dict(options or {})
+    if stage <= 11 and set(options) & set(STAGE12_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE12_OPTIONS)))} (stage 12 on)")
     if stage <= 10 and set(options) & set(STAGE11_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE11_OPTIONS)))} (stage 11 on)")
@@ -340,8 +360,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = stage7_config(listen_port, backends, options, settings=stage9_settings)
     elif stage <= 10:  # the same, plus shutdown_timeout, the access log and user
         text = stage7_config(listen_port, backends, options, settings=stage10_settings)
-    else:             # the same, plus the status listener and workers
+    elif stage <= 11:  # the same, plus the status listener and workers
         text = stage7_config(listen_port, backends, options, settings=stage11_settings)
+    else:             # the same, plus TLS and the ACME webroot
+        text = stage7_config(listen_port, backends, options, settings=stage12_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)
@@ -427,10 +449,14 @@ def pooled_fds(pid, listen_port):
     """The fds of process `pid` that look like idle pooled backend
     connections (stage 09 on), by remote address: TCP sockets that are
     ESTABLISHED (the backend has not closed them), were not accepted on
-    listen_port (rsp connected them), and have nothing queued either way."""
+    listen_port nor on any other port the process listens on (the status
+    listener of stage 11, the TLS listener of stage 12: rsp connected
+    them), and have nothing queued either way."""
+    sockets = list(tcp_socket_fds(pid))
+    listening = {listen_port} | {local_port for _, _, (local_port, _, state, _, _) in sockets if state == "0A"}
     pooled = {}
-    for fd, _, (local_port, remote, state, tx, rx) in tcp_socket_fds(pid):
-        if state == "01" and local_port != listen_port and tx == 0 and rx == 0:
+    for fd, _, (local_port, remote, state, tx, rx) in sockets:
+        if state == "01" and local_port not in listening and tx == 0 and rx == 0:
             pooled.setdefault(remote, []).append(fd)
     return pooled
 

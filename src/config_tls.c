@@ -21,10 +21,15 @@ static const char *const certificate_fields[] = { "cert", "key", NULL };
 static int read_file_field(lua_State *L, const char *path, int t, const char *setting,
                            const char *name, const char **out)
 {
+    bool text;
+
     config_field(L, t, name);
-    *out = lua_tostring(L, -1); /* stays valid: the table holds the string */
+    /* lua_type first: lua_tostring would turn a number into a string. */
+    text = lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
+           strlen(lua_tostring(L, -1)) == lua_objlen(L, -1);
+    *out = text ? lua_tostring(L, -1) : NULL; /* stays valid: the table holds the string */
     lua_pop(L, 1);
-    if (*out != NULL && lua_type(L, -1) != LUA_TNUMBER && **out != '\0')
+    if (text)
         return 0;
     config_error(path, "setting '%s.%s' must be the path of a PEM file", setting, name);
     return -1;

@@ -33,6 +33,7 @@
 #include "relay_private.h"
 
 #include "access_log.h"
+#include "acme.h"
 
 #include "backend.h"
 #include "config.h"
@@ -501,6 +502,12 @@ static void request_ready(struct relay *relay)
 
     log_request_fields(relay);
     x->head_method = is_head_request(relay);
+    /* A target rsp refuses (an encoded slash, ...) under the ACME path is
+     * one more name that is not a token there: 404, as for the others. */
+    if (status == 400 && !relay->tls && relay->config->tls.acme_webroot != NULL &&
+        x->request->target.length >= sizeof ACME_PREFIX - 1 &&
+        memcmp(buf + x->request->target.offset, ACME_PREFIX, sizeof ACME_PREFIX - 1) == 0)
+        status = 404;
     if (status != 0) {
         relay_fail_request(relay, status);
         return;
