@@ -4,6 +4,8 @@ its file descriptors, and whether it still serves.
 Every wait here is a bounded poll (a guard against hanging), never a
 measurement."""
 
+import os
+import pwd
 import re
 import resource
 
@@ -133,3 +135,14 @@ def skip_without_fds(needed):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
         pytest.skip(f"RLIMIT_NOFILE is {soft} (hard limit {hard}), below the {needed} fds this test needs")
+
+
+def nobody():
+    """The passwd entry of user nobody, for tests of `user` (rsp dropping
+    root); skips the test unless it runs as root on a system that has it."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping privileges needs the tests to run as root")
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("there is no user nobody")

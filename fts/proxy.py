@@ -386,6 +386,18 @@ def is_sanitized(binary):
 RUN_TIMEOUT = 10.0  # a proxy that wrongly starts would run for ever
 
 
+def stop_process(process, timeout=None):
+    """SIGTERM to a subprocess.Popen still running, then SIGKILL if it has
+    not exited within timeout seconds (STOP_TIMEOUT by default)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def run_rsp(rsp, args, cwd):
     """Runs the rsp under test (rsp.binary) with `args` in directory cwd,
     expecting it to exit on its own (a config it refuses, a usage error);
@@ -630,13 +642,7 @@ class Proxy:
             return None
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
     def __repr__(self):
         return f"<rsp pid {self.pid} on port {self.port}>"

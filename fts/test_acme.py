@@ -60,10 +60,8 @@ pebble, pebble-challtestsrv, certbot or python3-trustme is missing
 import hashlib
 import json
 import os
-import pwd
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -72,10 +70,10 @@ import urllib.request
 
 import pytest
 
-from checks import log_lines, wait_for_log
+from checks import log_lines, nobody, wait_for_log
 from client import build_request, get, read_response
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
-from proxy import backend_address, proxy_arguments
+from proxy import backend_address, proxy_arguments, stop_process
 
 TOOLS = ("pebble", "pebble-challtestsrv", "certbot")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -111,13 +109,7 @@ class Daemon:
             return f.read()
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, STOP_TIMEOUT)
 
 
 @pytest.fixture
@@ -454,15 +446,6 @@ def test_certbot_webroot_through_rsp_and_deploy_hook_reload(rsp, start_proxy, ma
     site.renew()
     site.assert_deployed(generation=3, orders=2)
     site.assert_redirects()
-
-
-def nobody():
-    if os.geteuid() != 0:
-        pytest.skip("dropping privileges needs the tests to run as root")
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("there is no user nobody")
 
 
 DEPLOY_HOOK = """#!/bin/sh

@@ -19,7 +19,6 @@ The access log is tested in test_access_log.py.
 """
 
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -31,7 +30,7 @@ import time
 import pytest
 
 from backends import read_head
-from checks import LOG_LINE, assert_config_error, assert_serves, log_lines, served_by
+from checks import LOG_LINE, assert_config_error, assert_serves, log_lines, nobody, served_by
 from client import Conn, Response, build_request, connect, get, recv_or_reset
 from load import SteadyLoad
 from netutil import LOOPBACK, free_port, is_listening, wait_for
@@ -675,15 +674,6 @@ def proc_ids(pid, field):
             if line.startswith(field + ":"):
                 return [int(x) for x in line.split()[1:]]
     raise AssertionError(f"no {field} line in /proc/{pid}/status")
-
-
-def nobody():
-    if os.geteuid() != 0:
-        pytest.skip("dropping privileges needs the tests to run as root")
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("there is no user nobody")
 
 
 def test_drops_privileges_to_user(backend, start_proxy):
