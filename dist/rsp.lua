@@ -23,3 +23,18 @@ shutdown_timeout = 10              -- on SIGTERM, seconds requests under way may
 -- Prometheus, /metrics), from this machine only; and a worker per CPU.
 -- status_listen = "127.0.0.1:9090"
 -- workers = "auto"
+
+-- HTTPS with a certificate from Let's Encrypt (README.md, "HTTPS with
+-- Let's Encrypt"): certbot writes its challenges under acme_webroot, and
+-- its deploy hook copies the certificate to /etc/rsp/tls/ and reloads rsp.
+-- Both settings fail rsp -t until their directory and files exist.
+-- acme_webroot = "/var/www/acme"
+-- tls = {
+--   listen = 443,                  -- adding it takes a restart: 443 is bound as root
+--   certificates = {               -- the first is the default; SNI picks by name
+--     { cert = "/etc/rsp/tls/example.com/fullchain.pem",
+--       key  = "/etc/rsp/tls/example.com/privkey.pem" },
+--   },
+--   redirect_http = true,          -- plain HTTP gets a 301 to https://
+--   hsts = 300,                    -- Strict-Transport-Security max-age; start small
+-- }

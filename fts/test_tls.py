@@ -48,7 +48,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from checks import assert_config_error, assert_rsp_page, assert_serves, skip_without_fds, wait_idle
+from checks import assert_config_error, assert_rsp_page, assert_serves, skip_without_fds, wait_for_log, wait_idle
 from client import (Conn, Reader, close_with_reset, connect, exchange, get, read_framed_response, read_to_eof, request,
                     request_bytes)
 from netutil import LOOPBACK, free_port, ipv6_loopback_available, wait_for, wait_until_listening
@@ -1793,6 +1793,32 @@ def test_status_counts_handshakes(backend, start_proxy, certs, ctx):
     families = metrics(proxy)
     assert metric_value(families, "rsp_tls_handshakes_total", result="ok") == 5
     assert metric_value(families, "rsp_tls_handshakes_total", result="failed") == 3
+
+
+def test_status_counts_handshakes_abandoned_midway(backend, start_proxy, certs, ctx):
+    """A client that sends half a ClientHello and then hangs up (a FIN, or
+    a reset) failed a handshake, and is counted and logged as one; a
+    client that connects and goes without a byte (a port scan, a load
+    balancer's TCP check) never began one and is not counted."""
+    status_port = free_port()
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www], status_listen=status_port)
+    wait_until_listening(status_port, proxy.process, POLL_TIMEOUT, what="rsp's status listener")
+    proxy.status_port = status_port
+    hello, _ = client_hello()
+    for _ in range(2):  # silent: connect, close
+        connect(proxy.tls_port, timeout=LONG).close()
+    for reset in (False, True):  # half a ClientHello, then a FIN or a reset
+        sock = connect(proxy.tls_port, timeout=LONG)
+        sock.sendall(hello[:len(hello) // 2])
+        if reset:
+            close_with_reset(sock)
+        else:
+            sock.close()
+    assert_tls_serves(proxy, ctx, 10)  # and the count has seen everything before it
+    wait_for(lambda: status_json(proxy).get("tls_handshakes") == {"ok": 1, "failed": 2},
+             f"tls_handshakes ok 1, failed 2 (status.json says {status_json(proxy).get('tls_handshakes')})",
+             POLL_TIMEOUT)
+    wait_for_log(proxy, "TLS handshake failed", POLL_TIMEOUT)
 
 
 # -- load and workers ---------------------------------------------------------------------------

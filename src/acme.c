@@ -53,6 +53,7 @@ static ssize_t read_token(const char *webroot, const char *token, char *file, si
 {
     struct stat st;
     size_t used = 0;
+    bool regular;
     int fd = open(webroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
     if (fd != -1)
@@ -63,8 +64,9 @@ static ssize_t read_token(const char *webroot, const char *token, char *file, si
         fd = open_step(fd, token, O_RDONLY); /* O_NONBLOCK: a FIFO cannot make us wait */
     if (fd == -1)
         return -1;
-    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || (size_t)st.st_size > size) {
-        if (S_ISREG(st.st_mode) && (size_t)st.st_size > size)
+    regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (!regular || (size_t)st.st_size > size) {
+        if (regular)
             log_msg("acme_webroot: %s/.well-known/acme-challenge/%s is %lld bytes, more than a "
                     "token's answer can be", webroot, token, (long long)st.st_size);
         if (close(fd) == -1)

@@ -61,11 +61,20 @@ static void handshake_failed(void)
     failures.unreported = 0;
 }
 
-/* The connection failed for good: no close_notify is owed any more (and
- * OpenSSL must not be asked to send one). errno becomes `error`. */
-static ssize_t failed(SSL *ssl, int error)
+/* True if c's peer had begun a handshake and has not finished it: its
+ * end now is a failed handshake. A peer that goes before sending a byte
+ * (a port scan, a load balancer's TCP check) never began one. */
+static bool handshake_begun(SSL *ssl)
 {
-    if (!SSL_is_init_finished(ssl))
+    return !SSL_is_init_finished(ssl) && BIO_number_read(SSL_get_rbio(ssl)) > 0;
+}
+
+/* The connection failed for good: no close_notify is owed any more (and
+ * OpenSSL must not be asked to send one). errno becomes `error`. Bytes
+ * that were not TLS (`garbage`) fail a handshake even before it began. */
+static ssize_t failed(SSL *ssl, int error, bool garbage)
+{
+    if (handshake_begun(ssl) || (garbage && !SSL_is_init_finished(ssl)))
         handshake_failed();
     SSL_set_quiet_shutdown(ssl, 1);
     ERR_clear_error();
@@ -99,11 +108,15 @@ static ssize_t tls_read(struct connection *c, char *buf, size_t len)
         errno = EAGAIN;
         return -1;
     case SSL_ERROR_ZERO_RETURN:
-        return 0; /* close_notify, or (SSL_OP_IGNORE_UNEXPECTED_EOF) a plain end of file */
+        /* close_notify, or (SSL_OP_IGNORE_UNEXPECTED_EOF) a plain end of
+         * file: in the middle of a handshake, one that failed. */
+        if (handshake_begun(ssl))
+            handshake_failed();
+        return 0;
     case SSL_ERROR_SYSCALL:
-        return failed(ssl, errno != 0 ? errno : ECONNRESET);
+        return failed(ssl, errno != 0 ? errno : ECONNRESET, false);
     default:
-        return failed(ssl, EPROTO); /* garbage, a failed handshake, a bad record */
+        return failed(ssl, EPROTO, true); /* garbage, a failed handshake, a bad record */
     }
 }
 
@@ -133,9 +146,9 @@ static ssize_t tls_write(struct connection *c, const char *data, size_t len)
     case SSL_ERROR_WANT_WRITE:
         return 0;
     case SSL_ERROR_SYSCALL:
-        return failed(ssl, errno != 0 ? errno : EPIPE);
+        return failed(ssl, errno != 0 ? errno : EPIPE, false);
     default:
-        return failed(ssl, EPROTO);
+        return failed(ssl, EPROTO, true);
     }
 }
 

@@ -1,5 +1,6 @@
-/* rsp.c -- stage 11: rsp shows what it does (status_listen) and uses
- * every core (workers). As in stage 10 it is reloaded without dropping
+/* rsp.c -- stage 12: rsp serves HTTPS (tls, acme_webroot) beside plain
+ * HTTP. As in stage 11 it shows what it does (status_listen) and uses
+ * every core (workers); as in stage 10 it is reloaded without dropping
  * anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT), its access log
  * reopened (SIGUSR1); it checks a config (-t) and drops root (user).
  *

@@ -74,7 +74,8 @@ static const char *openssl_reason(void)
 
 /* ALPN: HTTP/1.1 is all rsp speaks. A client that offers only h2 (or
  * only something else) gets no protocol chosen, and speaks HTTP/1.1 or
- * goes away; the handshake is not failed for it, as nginx does. */
+ * goes away; the handshake is not failed for it (nginx fails it, with
+ * a no_application_protocol alert). */
 static int choose_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_length,
                            const unsigned char *in, unsigned int in_length, void *arg)
 {
