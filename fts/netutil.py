@@ -14,11 +14,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The sockets that hold closed_ports' ports, open until the session ends.
+_held = []
+
+
 def closed_ports(count):
-    """`count` different loopback ports with nothing listening on them."""
-    ports = set()
-    while len(ports) < count:
-        ports.add(free_port())
+    """`count` different loopback ports that refuse connections for the
+    rest of the test session: each is bound by a socket of ours that never
+    listens. A port that is merely free now could be taken a moment later
+    by a backend of another suite running at the same time, and a "dead"
+    backend would answer. A backend of the test itself may still be
+    started there (see below)."""
+    ports = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # SO_REUSEADDR: a backend a test starts there later (with
+        # SO_REUSEADDR too, as ours have) may still bind the port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((LOOPBACK, 0))
+        _held.append(s)
+        ports.append(s.getsockname()[1])
     return sorted(ports)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from checks import assert_config_error
 from client import get
-from netutil import LOOPBACK, free_port
+from netutil import LOOPBACK, closed_ports, free_port
 from proxy import lua_config, lua_string, lua_value, run_rsp, stage3_settings, stage5_settings
 
 
@@ -132,12 +132,7 @@ def test_config_limits_accepted(backend, start_proxy, tmp_path, listen):
     number or a string, and balance = "round_robin" spelled out. Requests
     are served by the one backend that is up."""
     port = free_port()
-    dead = set()
-    while len(dead) < 63:
-        p = free_port()
-        if p != backend.port:
-            dead.add(p)
-    entries = [f"127.0.0.1:{p}" for p in sorted(dead)] + [f"127.0.0.1:{backend.port}"]
+    entries = [f"127.0.0.1:{p}" for p in closed_ports(63)] + [f"127.0.0.1:{backend.port}"]
     path = tmp_path / "limits.lua"
     path.write_text(lua_config({
         "listen": str(port) if listen == "number" else lua_string(str(port)),

@@ -21,7 +21,7 @@ import pytest
 from backends import record_request
 from checks import assert_config_error, assert_rsp_page
 from client import exchange
-from netutil import LOOPBACK, free_port
+from netutil import LOOPBACK, closed_ports, free_port
 from proxy import proxy_arguments, run_rsp
 from test_http import chunked, forwarded_headers, http_request, kept_and_added, recorded, split_forwarded
 
@@ -289,7 +289,7 @@ def test_pool_chosen_by_route_fails_over_and_gives_502(make_backend, start_proxy
     refuses connections is skipped for a live one; a pool with only dead
     backends gets rsp's 502."""
     live = make_backend("live")
-    dead = [(LOOPBACK, free_port()), (LOOPBACK, free_port())]  # nothing listens there
+    dead = [(LOOPBACK, p) for p in closed_ports(2)]  # nothing listens there
     proxy = start_proxy(pools={"mixed": [dead[0], live], "dead": [dead[1]]},
                         route='function route(req) if req.path == "/dead" then return "dead" end return "mixed" end')
     assert [backend_of(ask(proxy.port, "/echo")) for _ in range(4)] == ["live"] * 4
