@@ -14,27 +14,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-# The sockets that hold closed_ports' ports, open until the session ends.
-_held = []
+# The sockets that hold closed_ports' ports, by port, open until the
+# session ends (or release_port).
+_held = {}
 
 
 def closed_ports(count):
     """`count` different loopback ports that refuse connections for the
     rest of the test session: each is bound by a socket of ours that never
-    listens. A port that is merely free now could be taken a moment later
-    by a backend of another suite running at the same time, and a "dead"
-    backend would answer. A backend of the test itself may still be
-    started there (see below)."""
+    listens (and without SO_REUSEADDR, so that nothing else can bind it:
+    not even an rsp or a backend given a port free_port() found free a
+    moment before). A port that is merely free now could be taken a moment
+    later by a backend of another suite running at the same time, and a
+    "dead" backend would answer. A test that starts a backend there later
+    calls release_port first."""
     ports = []
     for _ in range(count):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # SO_REUSEADDR: a backend a test starts there later (with
-        # SO_REUSEADDR too, as ours have) may still bind the port.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((LOOPBACK, 0))
-        _held.append(s)
-        ports.append(s.getsockname()[1])
+        port = s.getsockname()[1]
+        _held[port] = s
+        ports.append(port)
     return sorted(ports)
+
+
+def release_port(port):
+    """Lets go of a port closed_ports holds, for a backend to listen there."""
+    _held.pop(port).close()
+    return port
 
 
 def ipv6_loopback_available():

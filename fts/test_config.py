@@ -131,8 +131,8 @@ def test_config_limits_accepted(backend, start_proxy, tmp_path, listen):
     nothing listening) and down_time = 86400; listen as a bare port, a
     number or a string, and balance = "round_robin" spelled out. Requests
     are served by the one backend that is up."""
-    port = free_port()
     entries = [f"127.0.0.1:{p}" for p in closed_ports(63)] + [f"127.0.0.1:{backend.port}"]
+    port = free_port()  # after closed_ports: never one of theirs
     path = tmp_path / "limits.lua"
     path.write_text(lua_config({
         "listen": str(port) if listen == "number" else lua_string(str(port)),

@@ -23,7 +23,7 @@ from checks import (assert_config_error, assert_logged_once, assert_logged_times
                     served_by, wait_for_log, went_down)
 from client import get
 import netutil
-from netutil import LOOPBACK, closed_ports, free_port
+from netutil import LOOPBACK, closed_ports, free_port, release_port
 from proxy import proxy_arguments, run_rsp
 
 INTERVAL = 0.1           # s between two checks of a backend
@@ -206,7 +206,7 @@ def test_refused_backend_goes_down_and_comes_back(make_backend, start_proxy):
     assert ask(proxy, 6) == ["a"] * 6
     assert_logged_times(proxy, went_down(LOOPBACK, port), 0)
 
-    late = make_backend("late", port=port)
+    late = make_backend("late", port=release_port(port))
     wait_for_log(proxy, came_up_by_check(late), POLL_TIMEOUT)
     assert sorted(ask(proxy, 4)) == ["a", "a", "late", "late"]
     assert_logged_once(proxy, refused)

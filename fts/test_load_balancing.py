@@ -19,7 +19,7 @@ from backends import RawBackend, read_head, read_head_then_close
 from checks import assert_logged_once, assert_logged_times, assert_rsp_page, backend_name, served_by, went_down
 from client import READ_TIMEOUT, HeldRequest, get, request
 import netutil
-from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available
+from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available, release_port
 from pattern import assert_same_bytes
 from proxy import count_fds
 
@@ -148,7 +148,7 @@ def test_down_backend_is_skipped(make_backend, start_proxy, balance):
     proxy = start_proxy(a, (LOOPBACK, down_port), c, balance=balance, down_time=60)
     first = ask(proxy, 4)
     assert_logged_once(proxy, went_down(LOOPBACK, down_port))
-    late = make_backend("late", port=down_port)
+    late = make_backend("late", port=release_port(down_port))
     later = ask(proxy, 10)
     assert late.total_hits == 0, f"a backend marked down got {late.total_hits} request(s)"
     assert_rotation(first + later, ["a", "c"])
@@ -210,7 +210,7 @@ def test_all_backends_down_then_one_comes_back(make_backend, start_proxy):
         assert_logged_once(proxy, went_down(LOOPBACK, p))
     assert_logged_times(proxy, ANSWERING_AGAIN, 0)
 
-    back = make_backend("back", port=ports[1])
+    back = make_backend("back", port=release_port(ports[1]))
     assert ask(proxy, 6) == ["back"] * 6
     assert back.hits["/echo"] == 6
     assert_logged_once(proxy, came_back(LOOPBACK, ports[1]))
