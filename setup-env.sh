@@ -23,6 +23,7 @@ PACKAGES=(
   wrk                    # keep-alive load for bench/run
   gnuplot-nox            # bench/run's plot (PNG)
   haproxy                # bench/keepalive compares rsp with HAProxy too
+  linux-perf             # bench/syscalls counts system calls, bench/flamegraph profiles
   goaccess               # the access log tests check that goaccess reads rsp's log
   logrotate              # the install tests check the logrotate snippet (dist/)
   chromium               # a headless browser renders the status page (test_status.py)
