@@ -71,6 +71,7 @@ import urllib.request
 import pytest
 
 from checks import log_lines, nobody, wait_for_log
+from conftest import _stopped_at_teardown
 from client import build_request, get, read_response
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from proxy import backend_address, proxy_arguments, stop_process
@@ -116,16 +117,7 @@ class Daemon:
 def daemons():
     """daemons(name, argv, log_path, env=None) starts a Daemon; each is
     stopped at teardown."""
-    started = []
-
-    def start(*args, **kwargs):
-        daemon = Daemon(*args, **kwargs)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.stop()
+    yield from _stopped_at_teardown(Daemon)
 
 
 def wait_listening(daemon, port):
