@@ -384,6 +384,28 @@ def test_tls12_and_tls13_work(backend, start_proxy, certs, ca, version):
     assert r.tls_version == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
 
 
+@pytest.mark.parametrize("ciphers, served", [
+    ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256", True),   # forward secret, AEAD
+    ("ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305", True),
+    ("AES128-GCM-SHA256:AES256-GCM-SHA384", False),                          # no forward secrecy
+    ("ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:AES128-SHA", False),       # CBC with SHA-1
+], ids=["ecdhe-gcm", "ecdhe-chacha", "static-rsa-gcm", "cbc-sha1"])
+def test_tls12_ciphers_are_mozilla_intermediate(backend, start_proxy, certs, ca, ciphers, served):
+    """Over TLS 1.2, a client offering only ciphers of Mozilla's
+    "intermediate" list is served; one offering only ciphers outside it
+    (no forward secrecy, or CBC with SHA-1) fails the handshake."""
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www])
+    client = ca.client_context(minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_2)
+    client.set_ciphers(ciphers)
+    if served:
+        r = https_get(proxy.tls_port, "/bytes?n=10", client, WWW)
+        assert r.status == 200 and r.tls_version == "TLSv1.2"
+    else:
+        with pytest.raises(ssl.SSLError):
+            https_get(proxy.tls_port, "/bytes?n=10", client, WWW)
+    assert_tls_serves(proxy, ca.client_context(), 10)
+
+
 def test_default_client_gets_tls13(backend, start_proxy, certs, ctx):
     """A client offering everything it can negotiates TLS 1.3."""
     proxy = start_tls(start_proxy, backend, certificates=[certs.www])
