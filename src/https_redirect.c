@@ -44,11 +44,6 @@ static int redirect(const struct config *c, const char *buf, const struct reques
     return rc == 0 ? 0 : -1;
 }
 
-static bool method_is(const struct http_request *req, const char *buf, const char *name)
-{
-    return req->method.length == strlen(name) && memcmp(buf + req->method.offset, name, req->method.length) == 0;
-}
-
 int https_plain_answer(const struct config *c, const struct http_request *req, const char *buf,
                        const struct request_info *info, bool head_only, const char *connection,
                        struct buffer *out)
@@ -59,7 +54,8 @@ int https_plain_answer(const struct config *c, const struct http_request *req, c
         if (c->tls.acme_webroot == NULL)
             return 0;
         rc = acme_answer(c->tls.acme_webroot, info->path, info->path_length,
-                         method_is(req, buf, "GET") || method_is(req, buf, "HEAD"), head_only,
+                         request_method_is(req, buf, "GET") || request_method_is(req, buf, "HEAD"),
+                         head_only,
                          connection, out);
         return rc == 0 ? 1 : -1;
     }

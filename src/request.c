@@ -82,6 +82,11 @@ static bool method_is(const struct http_request *req, const char *buf, const cha
     return req->method.length == length && memcmp(buf + req->method.offset, name, length) == 0;
 }
 
+bool request_method_is(const struct http_request *req, const char *buf, const char *name)
+{
+    return method_is(req, buf, name);
+}
+
 /* Length of the scheme prefix ("http://", "https://") the target begins
  * with, or 0 if it begins with neither. */
 static size_t scheme_length(const char *buf, struct http_span target)

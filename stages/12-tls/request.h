@@ -56,6 +56,9 @@ struct request_info {
 int request_check(const struct http_request *req, const char *buf,
                   const struct request_policy *policy, struct request_info *info);
 
+/* True if the request's method is `name` (methods are case-sensitive). */
+bool request_method_is(const struct http_request *req, const char *buf, const char *name);
+
 /* Frees what request_check allocated; info can be checked again after. */
 void request_info_free(struct request_info *info);
 
