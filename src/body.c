@@ -34,6 +34,13 @@ void body_framer_init_chunked(struct body_framer *f)
     *f = (struct body_framer){ .chunked = true, .state = C_SIZE };
 }
 
+void body_framer_skip(struct body_framer *f, uint64_t n)
+{
+    f->remaining -= n;
+    if (f->remaining == 0)
+        f->done = true;
+}
+
 /* Steps the chunked parser over data; see body_frame. */
 static ssize_t frame_chunked(struct body_framer *f, const char *data, size_t len)
 {
@@ -130,10 +137,8 @@ ssize_t body_frame(struct body_framer *f, const char *data, size_t len)
         return 0;
     if (f->chunked)
         return frame_chunked(f, data, len);
-    if (len >= f->remaining) {
+    if (len > f->remaining)
         len = (size_t)f->remaining;
-        f->done = true;
-    }
-    f->remaining -= len;
+    body_framer_skip(f, len);
     return (ssize_t)len;
 }

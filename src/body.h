@@ -32,6 +32,18 @@ void body_framer_init_length(struct body_framer *f, uint64_t length);
 /* A chunked body. */
 void body_framer_init_chunked(struct body_framer *f);
 
+/* For a body framed by length: how many bytes of it are still to come.
+ * Bytes moved without being looked at (spliced, chapter 13) are then
+ * counted with body_framer_skip. */
+static inline uint64_t body_framer_remaining(const struct body_framer *f)
+{
+    return f->remaining;
+}
+
+/* Counts n bytes of a length-framed body as passed, unseen; n must not be
+ * more than body_framer_remaining. */
+void body_framer_skip(struct body_framer *f, uint64_t n);
+
 /* Looks at the next len bytes. Returns how many of them, from the start,
  * belong to the body (all of them unless the body ends within them; then
  * f->done is set), or -1 if the chunked framing is invalid. */

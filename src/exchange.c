@@ -975,29 +975,35 @@ static void backend_finished(struct relay *relay, bool broken)
     }
 }
 
-static void backend_readable(struct relay *relay)
+/* One read from the backend, handed on. Returns false when there is
+ * nothing more to read now (EAGAIN, end of file, failure). */
+static bool backend_read_once(struct relay *relay, struct connection *backend)
 {
     char buffer[RELAY_READ_SIZE];
+    ssize_t n = connection_read(backend, buffer, sizeof buffer);
 
+    if (n > 0) {
+        response_data(relay, buffer, (size_t)n);
+        return true;
+    }
+    if (n == 0)
+        backend_finished(relay, false);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK)
+        backend_finished(relay, true);
+    return false;
+}
+
+static void backend_readable(struct relay *relay)
+{
     for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
         struct connection *backend = relay_backend(relay);
-        ssize_t n;
 
         if (backend == NULL || backend->read_done || backend->paused)
             return;
-        n = connection_read(backend, buffer, sizeof buffer);
-        if (n > 0) {
-            response_data(relay, buffer, (size_t)n);
-            if (relay_backend(relay) == backend &&
-                connection_queued(&relay->client) > RELAY_HIGH_WATER)
-                backend->paused = true;
-        } else if (n == 0) {
-            backend_finished(relay, false);
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!backend_read_once(relay, backend))
             return;
-        } else {
-            backend_finished(relay, true);
-        }
+        if (relay_backend(relay) == backend && connection_queued(&relay->client) > RELAY_HIGH_WATER)
+            backend->paused = true;
     }
 }
 

@@ -191,6 +191,7 @@ static const struct transport transport_tls = {
     .name = "tls",
     .read = tls_read,
     .write = tls_write,
+    .writev = NULL, /* one record per write: the connection joins pieces first */
     .shutdown = tls_shutdown,
     .release = tls_release,
 };

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct connection;
 
@@ -28,6 +29,10 @@ struct transport {
     /* Writes from data. Returns how many bytes were taken (0: none now,
      * wait for the socket), or -1 when the connection failed. */
     ssize_t (*write)(struct connection *c, const char *data, size_t len);
+    /* Writes the count pieces of iov, in order, in one call. Returns as
+     * write does. NULL for a transport that cannot take pieces at once
+     * (TLS: each write is a record); then the connection joins them. */
+    ssize_t (*writev)(struct connection *c, const struct iovec *iov, int count);
     /* Ends the write side (the peer sees the end of the stream). Returns
      * 0 when done, 1 when it must be called again once the socket is
      * ready, -1 when the connection failed. */
@@ -41,7 +46,7 @@ struct transport {
 #define TRANSPORT_READ_NEEDS_OUT 1u  /* a read waits until the socket is writable */
 #define TRANSPORT_WRITE_NEEDS_IN 2u  /* a write waits until the socket is readable */
 
-/* The socket itself: read(2), write(2), shutdown(2). */
+/* The socket itself: read(2), write(2), writev(2), shutdown(2). */
 extern const struct transport transport_plain;
 
 #endif

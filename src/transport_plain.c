@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static ssize_t plain_read(struct connection *c, char *buf, size_t len)
@@ -31,6 +32,20 @@ static ssize_t plain_write(struct connection *c, const char *data, size_t len)
     }
 }
 
+static ssize_t plain_writev(struct connection *c, const struct iovec *iov, int count)
+{
+    for (;;) {
+        ssize_t n = writev(c->handler.fd, iov, count);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        return -1;
+    }
+}
+
 static int plain_shutdown(struct connection *c)
 {
     /* ENOTCONN: the peer has already gone entirely; nothing to tell it. */
@@ -48,6 +63,7 @@ const struct transport transport_plain = {
     .name = "plain",
     .read = plain_read,
     .write = plain_write,
+    .writev = plain_writev,
     .shutdown = plain_shutdown,
     .release = plain_release,
 };
