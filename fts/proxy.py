@@ -295,6 +295,25 @@ def stage12_settings(listen_port, backends, options=None):
     return _settings_adding(STAGE12_OPTIONS, stage11_settings, listen_port, backends, options)
 
 
+# Stage 13 adds the fast path: splice (a bool, default true: response
+# bodies move from backend to client through a pipe, never through rsp's
+# memory). RSP_FTS_SPLICE=off in the environment (run_integration_tests
+# sets it for the sanitizer pass) writes `splice = false` into every config
+# that does not set splice itself: the whole suite then runs over the copy
+# path too.
+STAGE13_OPTIONS = ("splice",)
+
+
+def stage13_settings(listen_port, backends, options=None):
+    """The stage 13 config globals, as Lua source text: those of stage 12
+    plus any of STAGE13_OPTIONS given in `options`, and splice = false
+    when RSP_FTS_SPLICE=off asks for it."""
+    options = dict(options or {})
+    if os.environ.get("RSP_FTS_SPLICE") == "off" and "splice" not in options:
+        options["splice"] = False
+    return _settings_adding(STAGE13_OPTIONS, stage12_settings, listen_port, backends, options)
+
+
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     """The command-line arguments that make stage `stage` listen on
     listen_port and forward to `backends` (a list of (host, port));
@@ -312,9 +331,13 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     stage 10 also shutdown_timeout, access_log, access_log_format and user
     (see STAGE10_OPTIONS); from stage 11 also status_listen,
     status_public, workers and reuseport (see STAGE11_OPTIONS); from
-    stage 12 also tls and acme_webroot (see STAGE12_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
+    stage 12 also tls and acme_webroot (see STAGE12_OPTIONS); from stage
+    13 also splice (see STAGE13_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
     again with the same port, this rewrites it (for a reload)."""
     options = dict(options or {})
+    if stage <= 12 and set(options) & set(STAGE13_OPTIONS):
+        raise ValueError(f"stage {stage:02d} has no setting "
+                         f"{', '.join(sorted(set(options) & set(STAGE13_OPTIONS)))} (stage 13 on)")
     if stage <= 11 and set(options) & set(STAGE12_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE12_OPTIONS)))} (stage 12 on)")
@@ -362,8 +385,10 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = stage7_config(listen_port, backends, options, settings=stage10_settings)
     elif stage <= 11:  # the same, plus the status listener and workers
         text = stage7_config(listen_port, backends, options, settings=stage11_settings)
-    else:             # the same, plus TLS and the ACME webroot
+    elif stage <= 12:  # the same, plus TLS and the ACME webroot
         text = stage7_config(listen_port, backends, options, settings=stage12_settings)
+    else:             # the same, plus splice
+        text = stage7_config(listen_port, backends, options, settings=stage13_settings)
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)
@@ -420,8 +445,22 @@ def vm_rss(pid):
     raise AssertionError(f"no VmRSS line in /proc/{pid}/status")
 
 
-def count_fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def count_fds(pid, pipes=True):
+    """How many fds process `pid` has open. pipes=False leaves pipes out:
+    from stage 13 rsp keeps empty pipes for splice while any client is
+    connected (all are closed when the last one goes), so a count of its
+    connections' sockets must not include them."""
+    names = os.listdir(f"/proc/{pid}/fd")
+    if pipes:
+        return len(names)
+    count = 0
+    for name in names:
+        try:
+            if not os.readlink(f"/proc/{pid}/fd/{name}").startswith("pipe:"):
+                count += 1
+        except FileNotFoundError:
+            pass  # closed while we looked
+    return count
 
 
 def tcp_sockets(pid):

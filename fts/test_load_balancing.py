@@ -48,7 +48,7 @@ def ask(proxy, count, path="/echo", held=0):
     settled = proxy.baseline_fds + 2 * held
     seen = []
     for _ in range(count):
-        wait_for(lambda: count_fds(proxy.pid) == settled,
+        wait_for(lambda: count_fds(proxy.pid, pipes=False) == settled,
                  f"the proxy to hold {settled} fds (idle, plus {held} held relays)")
         seen.append(served_by(get(proxy.port, path)))
     return seen

@@ -372,7 +372,7 @@ static const char *const settings[] = {
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
     "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", "tls",
-    "acme_webroot", NULL,
+    "acme_webroot", "splice", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and

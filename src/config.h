@@ -40,6 +40,7 @@ struct scaling {
     bool status_public;         /* status_host may be other than loopback */
     unsigned workers;           /* processes serving clients; 1: rsp alone, no master */
     bool reuseport;             /* a listening socket per worker (SO_REUSEPORT) */
+    bool splice;                /* bodies spliced, not copied (chapter 13) */
 };
 
 struct tls_context;
@@ -105,6 +106,8 @@ struct config {
  *   status_listen = "127.0.0.1:9090" (off without it), status_public = false
  *               (true: status_listen may be other than a loopback address)
  *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false
+ *   splice = true   response bodies go from backend to client through a
+ *               pipe, never through rsp's memory (false: copied)
  *   tls = { listen = 443 | "ADDRESS:443",
  *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
  *           redirect_http = false, hsts = 0 }   HTTPS (off without it); SNI picks

@@ -15,6 +15,8 @@
 #include "reactor.h"
 #include "transport.h"
 
+#include "pipe_pool.h"
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,15 +29,21 @@ struct connection {
     void *transport_state;   /* the transport's own, if it has any */
     unsigned transport_wants; /* TRANSPORT_* bits: it waits for the other direction */
     struct buffer queue;     /* bytes accepted by connection_write, not yet sent */
+    struct pipe_pair *pipe;  /* spliced bytes on their way to the socket, or NULL */
+    size_t piped;            /* how many; they go out before the queue's */
     uint32_t registered;     /* events epoll watches for us now; 0: not in epoll */
     bool connecting;         /* a non-blocking connect has not finished yet */
     bool paused;             /* reading stopped by backpressure */
+    bool corked;             /* writes are held, to leave together (connection_cork) */
     bool watch_hangup;       /* while paused, still report the peer's FIN or reset */
     bool read_done;          /* no more reading: EOF, error, or nowhere to send it */
     bool shutdown_pending;   /* shut the write side once the queue is empty */
     bool shutdown_waiting;   /* the transport began shutting it and must be called again */
     bool write_done;         /* write side shut down, or writing failed */
     bool broken;             /* the socket failed (EPIPE, ECONNRESET, ...) */
+    bool sole;               /* no other descriptor, here or in another process,
+                                refers to this socket: closing it takes it out of
+                                epoll by itself (connection_close) */
     _Atomic uint64_t *bytes_read;    /* if set, counts what is read (stats.h) */
     _Atomic uint64_t *bytes_written; /* and what is written */
 };
@@ -63,13 +71,50 @@ uint32_t connection_events(const struct connection *c, uint32_t events);
  * EAGAIN when nothing is ready, anything else when the socket failed. */
 ssize_t connection_read(struct connection *c, char *buf, size_t len);
 
+/* After connection_read returned n for a buffer of len bytes: true if the
+ * socket is surely empty now, so that reading again would only return
+ * EAGAIN (chapter 13). A short read of the socket itself says so; a TLS
+ * read stops at the end of a record, whatever follows it. */
+static inline bool connection_read_drained(const struct connection *c, ssize_t n, size_t len)
+{
+    return n > 0 && (size_t)n < len && c->transport == &transport_plain;
+}
+
 /* Sends len bytes, queueing whatever the kernel does not take now. Once
  * writing has failed (the peer went away) the bytes are dropped: there is
  * nobody to deliver them to. */
 void connection_write(struct connection *c, const char *data, size_t len);
 
-/* Writes as much of the queue as the socket takes (call on EPOLLOUT). When
- * the queue empties and a shutdown is pending, shuts the write side. */
+/* Holds back what is written to c from now on, so that it leaves with
+ * the next write in one system call: a response head and the first body
+ * bytes read with it go out as one writev, one packet instead of two
+ * (chapter 13). The next write after held bytes sends both and ends the
+ * hold; connection_uncork sends whatever is held. Does nothing if bytes
+ * are queued already (they wait for the socket anyway). Over a transport
+ * without writev the pieces are joined in the queue and sent as one. */
+void connection_cork(struct connection *c);
+
+/* Ends the hold of connection_cork, writing what it held. */
+void connection_uncork(struct connection *c);
+
+/* Drops what connection_cork holds, unsent, and ends the hold. Returns
+ * true if bytes were held: then nothing written since the cork has left,
+ * and the peer has had none of it. */
+bool connection_drop_held(struct connection *c);
+
+/* Moves up to len bytes from the socket of `from` to c's socket through a
+ * pipe (splice(2)): they never enter rsp's memory. What c's socket does
+ * not take at once waits in the pipe, counted in connection_queued, and
+ * goes out with connection_flush. Only when c has nothing queued and
+ * both transports are the plain one. Returns the bytes taken from `from`,
+ * 0 at its end of file, or -1 with errno: EAGAIN when it has nothing now,
+ * ENOBUFS when no pipe can be had (read and copy instead), anything else
+ * when `from` failed. A failure of c's socket shows as c->broken. */
+ssize_t connection_splice_from(struct connection *c, struct connection *from, size_t len);
+
+/* Writes as much of what is queued as the socket takes (call on EPOLLOUT):
+ * the pipe's bytes first, then the queue's. When both are empty and a
+ * shutdown is pending, shuts the write side. */
 void connection_flush(struct connection *c);
 
 /* The socket is broken (a read failed with ECONNRESET, ...): stops reading
@@ -80,10 +125,11 @@ void connection_fail(struct connection *c);
  * has been written: a half-close, reading goes on. */
 void connection_shutdown_write(struct connection *c);
 
-/* Bytes queued and not yet written. */
+/* Bytes accepted for writing and not yet written: in the queue, or in
+ * the pipe. */
 static inline size_t connection_queued(const struct connection *c)
 {
-    return buffer_length(&c->queue);
+    return buffer_length(&c->queue) + c->piped;
 }
 
 /* Brings the epoll registration in line with the flags and the queue.
@@ -91,7 +137,7 @@ static inline size_t connection_queued(const struct connection *c)
 int connection_update(struct connection *c);
 
 /* Removes the socket from epoll, releases the transport, closes the
- * socket and frees the queue. Does
+ * socket and frees the queue and the pipe. Does
  * nothing more for a connection without a socket. */
 void connection_close(struct connection *c);
 

@@ -300,6 +300,13 @@ void relay_fail_request(struct relay *relay, int status)
     if (x->phase == PHASE_HEAD)
         log_request_fields(relay);
     relay_release_backend(relay);
+    if (x->response_started && connection_drop_held(&relay->client)) {
+        /* The head is still held with the body bytes read with it
+         * (connection_cork): the client has had nothing yet, and can
+         * have a clean answer instead. */
+        x->response_started = false;
+        x->body_bytes = 0;
+    }
     if (x->response_started) {
         /* Part of a response was sent: nothing sensible can follow it. */
         x->phase = PHASE_DRAIN;
@@ -933,12 +940,17 @@ static void response_data(struct relay *relay, const char *data, size_t len)
         x->response_began = true;
         buffer_free(&x->replay); /* the connection was alive after all */
     }
-    if (x->phase == PHASE_TUNNEL)
+    if (x->phase == PHASE_TUNNEL) {
         to_client(relay, data, len);
-    else if (head_pending(x))
+    } else if (head_pending(x)) {
+        /* The head and the body bytes read with it leave in one writev:
+         * one packet instead of two (chapter 13). */
+        connection_cork(&relay->client);
         response_head(relay, data, len);
-    else
+        connection_uncork(&relay->client);
+    } else {
         response_body(relay, data, len);
+    }
 }
 
 /* The backend closed its side (EOF), or broke. */
@@ -975,16 +987,78 @@ static void backend_finished(struct relay *relay, bool broken)
     }
 }
 
-/* One read from the backend, handed on. Returns false when there is
- * nothing more to read now (EAGAIN, end of file, failure). */
+/* True when the next bytes from the backend may go to the client without
+ * rsp looking at them, spliced (chapter 13): body bytes of a response
+ * framed by its length or by the backend's close, after the head, for a
+ * client on plain HTTP, with `splice` on. A chunked body is read, to find
+ * its end; a TLS client's bytes must be encrypted by us. */
+static bool response_splices(const struct relay *relay)
+{
+    const struct exchange *x = &relay->x;
+
+    return relay->config->scaling.splice && !relay->tls && x->response_started &&
+           !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
+           (x->framing == FRAMING_CLOSE ||
+            (x->framing == FRAMING_LENGTH &&
+             body_framer_remaining(&x->response_body) > RELAY_SPLICE_TAIL));
+}
+
+/* What a splice of the response did: like backend_read_once's result, or
+ * SPLICE_COPY when the bytes must be read and copied after all (no pipe
+ * to be had, or the client has bytes queued). */
+enum { SPLICE_STOP, SPLICE_MORE, SPLICE_COPY };
+
+static int response_splice(struct relay *relay, struct connection *backend)
+{
+    struct exchange *x = &relay->x;
+    size_t len = SIZE_MAX;
+    ssize_t n;
+
+    /* The last bytes of a body framed by its length are read, not
+     * spliced: a read asks for more than is left, and so sees whatever
+     * a backend sends after the end, which makes its connection unfit to
+     * carry another request (response_body). A splice of exactly what is
+     * left would leave such bytes in the socket, to be taken for the
+     * answer to the next request. */
+    if (x->framing == FRAMING_LENGTH)
+        len = (size_t)(body_framer_remaining(&x->response_body) - RELAY_SPLICE_TAIL);
+    n = connection_splice_from(&relay->client, backend, len);
+    if (n > 0) {
+        x->body_bytes += (uint64_t)n;
+        if (x->framing == FRAMING_LENGTH) {
+            body_framer_skip(&x->response_body, (uint64_t)n);
+            if (x->response_body.done)
+                response_finished(relay);
+        }
+        return SPLICE_MORE;
+    }
+    if (n == 0)
+        backend_finished(relay, false);
+    else if (errno == ENOBUFS)
+        return SPLICE_COPY;
+    else if (errno != EAGAIN && errno != EWOULDBLOCK)
+        backend_finished(relay, true);
+    return SPLICE_STOP;
+}
+
+/* One read from the backend, handed on (or one splice). Returns false
+ * when there is nothing more to read now (EAGAIN, a short read, end of
+ * file, failure). */
 static bool backend_read_once(struct relay *relay, struct connection *backend)
 {
     char buffer[RELAY_READ_SIZE];
-    ssize_t n = connection_read(backend, buffer, sizeof buffer);
+    ssize_t n;
 
+    if (response_splices(relay)) {
+        int rc = response_splice(relay, backend);
+        if (rc != SPLICE_COPY)
+            return rc == SPLICE_MORE;
+    }
+    n = connection_read(backend, buffer, sizeof buffer);
     if (n > 0) {
+        bool drained = connection_read_drained(backend, n, sizeof buffer);
         response_data(relay, buffer, (size_t)n);
-        return true;
+        return !drained;
     }
     if (n == 0)
         backend_finished(relay, false);
@@ -1000,10 +1074,15 @@ static void backend_readable(struct relay *relay)
 
         if (backend == NULL || backend->read_done || backend->paused)
             return;
-        if (!backend_read_once(relay, backend))
-            return;
-        if (relay_backend(relay) == backend && connection_queued(&relay->client) > RELAY_HIGH_WATER)
+        bool more = backend_read_once(relay, backend);
+
+        /* The client is not keeping up: wait until it has taken what it
+         * has. Spliced bytes left in the pipe mean its socket is full. */
+        if (relay_backend(relay) == backend &&
+            (connection_queued(&relay->client) > RELAY_HIGH_WATER || relay->client.piped > 0))
             backend->paused = true;
+        if (!more)
+            return;
     }
 }
 

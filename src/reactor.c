@@ -68,14 +68,19 @@ int reactor_modify(struct epoll_event_handler *handler, uint32_t events)
     return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, handler->fd, &event);
 }
 
-int reactor_remove(struct epoll_event_handler *handler)
+void reactor_forget(struct epoll_event_handler *handler)
 {
     /* A fd appears at most once in a batch, but the handler may be reused
      * for a new socket within the turn (a failover reconnects the same
-     * embedded handler): an old event must not reach the new socket. */
+     * embedded handler), or closed: an old event must not reach it. */
     for (int i = batch_next; i < batch_length; i++)
         if (batch[i].data.ptr == handler)
             batch[i].data.ptr = NULL;
+}
+
+int reactor_remove(struct epoll_event_handler *handler)
+{
+    reactor_forget(handler);
     return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, handler->fd, NULL);
 }
 

@@ -42,6 +42,11 @@ int reactor_modify(struct epoll_event_handler *handler, uint32_t events);
  * we open. Returns 0, or -1 with errno set. */
 int reactor_remove(struct epoll_event_handler *handler);
 
+/* Voids any event for handler still waiting in the batch being handled,
+ * without telling epoll: for a fd about to be closed that no other
+ * descriptor shares, whose close takes it out of epoll by itself. */
+void reactor_forget(struct epoll_event_handler *handler);
+
 /* Calls d->release(d) at the end of the batch being handled (at once if
  * no batch is being handled, as when rsp stops). */
 void reactor_defer(struct reactor_deferred *d);

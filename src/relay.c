@@ -20,6 +20,7 @@
 
 #include "connection.h"
 #include "log.h"
+#include "pipe_pool.h"
 #include "stats.h"
 #include "timer.h"
 #include "tls.h"
@@ -48,6 +49,7 @@ static void client_readable(struct relay *relay)
 
     for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
         struct connection *backend;
+        bool drained;
         ssize_t n;
 
         /* Stop as soon as the head is complete: the rest waits in the
@@ -57,6 +59,7 @@ static void client_readable(struct relay *relay)
             relay->x.phase == PHASE_SENT)
             return;
         n = connection_read(&relay->client, buffer, sizeof buffer);
+        drained = connection_read_drained(&relay->client, n, sizeof buffer);
         if (n > 0) {
             exchange_client_data(relay, buffer, (size_t)n);
         } else if (n == 0) {
@@ -71,6 +74,8 @@ static void client_readable(struct relay *relay)
         if ((relay->x.phase == PHASE_BODY || relay->x.phase == PHASE_TUNNEL) && backend != NULL &&
             connection_queued(backend) > RELAY_HIGH_WATER)
             relay->client.paused = true;
+        if (drained)
+            return; /* nothing more is there: no read that finds nothing */
     }
 }
 
@@ -86,6 +91,8 @@ static void relay_release(struct reactor_deferred *deferred)
     struct relay_set *set = relay->set;
 
     free(relay);
+    if (set->count == 0)
+        pipe_pool_trim(); /* no client left to splice for */
     if (set->count == 0 && set->peak >= RELAY_TRIM_AFTER) {
         set->peak = 0;
         malloc_trim(0);
@@ -174,7 +181,7 @@ void relay_settle_or_close(struct relay *relay)
     /* Reading the backend: only while the client keeps up and is there. */
     if (backend != NULL && client->write_done)
         backend->read_done = true;
-    if (backend != NULL && connection_queued(client) < RELAY_LOW_WATER)
+    if (backend != NULL && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0)
         backend->paused = false;
 
     /* While it is not read the client must still be noticed if it hangs
@@ -231,8 +238,10 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
     relay->last_activity = reactor_now();
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         connection_flush(&relay->client);
+    /* EPOLLIN too: while waiting, the client's registration may keep it
+     * (connection_update), and it then says what EPOLLRDHUP would. */
     if ((relay->x.phase == PHASE_CONNECTING || relay->x.phase == PHASE_SENT) &&
-        (events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
+        (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
         client_hung_up(relay);
     else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
         client_readable(relay);
@@ -315,6 +324,9 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->head = (struct buffer)BUFFER_INIT;
     format_address(address, relay->client_address, sizeof relay->client_address);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
+    /* Accepted here and never shared: a process with clients never forks
+     * (only the master does, and it serves none). */
+    relay->client.sole = true;
     relay->client.bytes_read = &stats_row()->bytes_in;
     relay->client.bytes_written = &stats_row()->bytes_out;
     stats_gauge_own(&stats_row()->connections, 1);

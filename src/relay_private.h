@@ -26,6 +26,7 @@
 #define RELAY_HIGH_WATER (64 * 1024)
 #define RELAY_LOW_WATER (16 * 1024)
 #define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
+#define RELAY_SPLICE_TAIL (RELAY_READ_SIZE / 2) /* a body's last bytes are read, not spliced */
 
 /* Where the request of an exchange is (the response has its own state). */
 enum phase {

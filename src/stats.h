@@ -50,6 +50,8 @@ struct stats_row {
     _Atomic int64_t in_flight;      /* requests begun and not finished */
     _Atomic uint64_t tls_handshakes; /* TLS handshakes completed (chapter 12) */
     _Atomic uint64_t tls_failures;  /* and failed */
+    _Atomic uint64_t bytes_spliced; /* of bytes_out, those moved by splice (chapter 13) */
+    _Atomic int64_t pipes;          /* pipes open for splice, in use or idle */
 };
 
 struct stats_site {

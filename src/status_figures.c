@@ -86,6 +86,8 @@ void status_totals(const struct status_view *v, struct totals *t)
         t->bytes_out += counter_value(&r->bytes_out);
         t->tls_handshakes += counter_value(&r->tls_handshakes);
         t->tls_failures += counter_value(&r->tls_failures);
+        t->bytes_spliced += counter_value(&r->bytes_spliced);
+        t->pipes += atomic_load_explicit(&r->pipes, memory_order_relaxed);
     }
     FOR_EACH_SITE(v, site) {
         for (size_t c = 0; c < STATS_CODES; c++) {

@@ -18,9 +18,9 @@ extern const char *const status_timeout_names[TIMEOUT_KINDS];
 
 /* The figures of all processes, added up. */
 struct totals {
-    int64_t connections, in_flight;
+    int64_t connections, in_flight, pipes;
     uint64_t bytes_in, bytes_out, requests, classes[5];
-    uint64_t tls_handshakes, tls_failures;
+    uint64_t tls_handshakes, tls_failures, bytes_spliced;
 };
 
 /* Appends printf-style text; after a failure (out of memory) *failed

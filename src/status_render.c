@@ -77,8 +77,10 @@ int status_render_json(struct buffer *out, const struct status_view *v)
             (unsigned long long)counter_value(&v->stats->timeouts[i]));
     out_printf(&o, "},\n  \"bytes\": {\"in\": %llu, \"out\": %llu},\n",
         (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out);
-    out_printf(&o, "  \"tls_handshakes\": {\"ok\": %llu, \"failed\": %llu},\n  \"sites\": [",
+    out_printf(&o, "  \"tls_handshakes\": {\"ok\": %llu, \"failed\": %llu},\n",
         (unsigned long long)t.tls_handshakes, (unsigned long long)t.tls_failures);
+    out_printf(&o, "  \"splice\": {\"bytes\": %llu, \"pipes\": %lld},\n  \"sites\": [",
+        (unsigned long long)t.bytes_spliced, (long long)t.pipes);
     FOR_EACH_SITE(v, site) {
         bool first_code = true;
 
@@ -203,6 +205,11 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     family(&o, "rsp_tls_handshakes_total", "counter", "TLS handshakes on the HTTPS port, by result.");
     out_printf(&o, "rsp_tls_handshakes_total{result=\"ok\"} %llu\nrsp_tls_handshakes_total{result=\"failed\"} %llu\n",
         (unsigned long long)t.tls_handshakes, (unsigned long long)t.tls_failures);
+    family(&o, "rsp_spliced_bytes_total", "counter",
+           "Response body bytes moved to clients by splice (also in rsp_bytes_total's out).");
+    out_printf(&o, "rsp_spliced_bytes_total %llu\n", (unsigned long long)t.bytes_spliced);
+    family(&o, "rsp_splice_pipes", "gauge", "Pipes open for splice, in use or kept idle.");
+    out_printf(&o, "rsp_splice_pipes %lld\n", (long long)t.pipes);
     family(&o, "rsp_timeouts_total", "counter", "Timeouts that fired, by kind.");
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "rsp_timeouts_total{kind=\"%s\"} %llu\n", status_timeout_names[i],
