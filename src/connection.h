@@ -71,15 +71,6 @@ uint32_t connection_events(const struct connection *c, uint32_t events);
  * EAGAIN when nothing is ready, anything else when the socket failed. */
 ssize_t connection_read(struct connection *c, char *buf, size_t len);
 
-/* After connection_read returned n for a buffer of len bytes: true if the
- * socket is surely empty now, so that reading again would only return
- * EAGAIN (chapter 13). A short read of the socket itself says so; a TLS
- * read stops at the end of a record, whatever follows it. */
-static inline bool connection_read_drained(const struct connection *c, ssize_t n, size_t len)
-{
-    return n > 0 && (size_t)n < len && c->transport == &transport_plain;
-}
-
 /* Sends len bytes, queueing whatever the kernel does not take now. Once
  * writing has failed (the peer went away) the bytes are dropped: there is
  * nobody to deliver them to. */

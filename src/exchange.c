@@ -1003,9 +1003,10 @@ static bool response_splices(const struct relay *relay)
              body_framer_remaining(&x->response_body) > RELAY_SPLICE_TAIL));
 }
 
-/* What a splice of the response did: like backend_read_once's result, or
- * SPLICE_COPY when the bytes must be read and copied after all (no pipe
- * to be had, or the client has bytes queued). */
+/* What a splice of the response did: SPLICE_MORE and SPLICE_STOP as
+ * backend_read_once's true and false, or SPLICE_COPY when the bytes must
+ * be read and copied after all (no pipe to be had, or the client has
+ * bytes queued). */
 enum { SPLICE_STOP, SPLICE_MORE, SPLICE_COPY };
 
 static int response_splice(struct relay *relay, struct connection *backend)
@@ -1042,8 +1043,7 @@ static int response_splice(struct relay *relay, struct connection *backend)
 }
 
 /* One read from the backend, handed on (or one splice). Returns false
- * when there is nothing more to read now (EAGAIN, a short read, end of
- * file, failure). */
+ * when there is nothing more to read now (EAGAIN, end of file, failure). */
 static bool backend_read_once(struct relay *relay, struct connection *backend)
 {
     char buffer[RELAY_READ_SIZE];
@@ -1056,9 +1056,8 @@ static bool backend_read_once(struct relay *relay, struct connection *backend)
     }
     n = connection_read(backend, buffer, sizeof buffer);
     if (n > 0) {
-        bool drained = connection_read_drained(backend, n, sizeof buffer);
         response_data(relay, buffer, (size_t)n);
-        return !drained;
+        return true;
     }
     if (n == 0)
         backend_finished(relay, false);

@@ -49,7 +49,6 @@ static void client_readable(struct relay *relay)
 
     for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
         struct connection *backend;
-        bool drained;
         ssize_t n;
 
         /* Stop as soon as the head is complete: the rest waits in the
@@ -59,7 +58,6 @@ static void client_readable(struct relay *relay)
             relay->x.phase == PHASE_SENT)
             return;
         n = connection_read(&relay->client, buffer, sizeof buffer);
-        drained = connection_read_drained(&relay->client, n, sizeof buffer);
         if (n > 0) {
             exchange_client_data(relay, buffer, (size_t)n);
         } else if (n == 0) {
@@ -74,8 +72,6 @@ static void client_readable(struct relay *relay)
         if ((relay->x.phase == PHASE_BODY || relay->x.phase == PHASE_TUNNEL) && backend != NULL &&
             connection_queued(backend) > RELAY_HIGH_WATER)
             relay->client.paused = true;
-        if (drained)
-            return; /* nothing more is there: no read that finds nothing */
     }
 }
 
