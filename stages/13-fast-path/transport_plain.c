@@ -18,32 +18,36 @@ static ssize_t plain_read(struct connection *c, char *buf, size_t len)
     return n;
 }
 
+/* What a write(2) or writev(2) returned, as struct transport's write
+ * promises it: the bytes taken, 0 when the socket is full, -1 when the
+ * connection failed (EPIPE, as SIGPIPE is ignored; ECONNRESET, ...). */
+static ssize_t written(ssize_t n)
+{
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return 0;
+    return -1;
+}
+
 static ssize_t plain_write(struct connection *c, const char *data, size_t len)
 {
-    for (;;) {
-        ssize_t n = write(c->handler.fd, data, len);
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return 0;
-        return -1; /* EPIPE (SIGPIPE is ignored), ECONNRESET, ... */
-    }
+    ssize_t n;
+
+    do {
+        n = write(c->handler.fd, data, len);
+    } while (n == -1 && errno == EINTR);
+    return written(n);
 }
 
 static ssize_t plain_writev(struct connection *c, const struct iovec *iov, int count)
 {
-    for (;;) {
-        ssize_t n = writev(c->handler.fd, iov, count);
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return 0;
-        return -1;
-    }
+    ssize_t n;
+
+    do {
+        n = writev(c->handler.fd, iov, count);
+    } while (n == -1 && errno == EINTR);
+    return written(n);
 }
 
 static int plain_shutdown(struct connection *c)
