@@ -34,7 +34,9 @@ to send while the client did not read.
 
 import hashlib
 import itertools
+import os
 import random
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from backends import _ConnReader, chunked_body
-from checks import assert_config_error, assert_serves
+from checks import assert_config_error, assert_serves, wait_for_log
 from client import Conn, Reader, Response, build_request, connect
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_is_pattern, assert_is_pattern_prefix, assert_same_bytes, pattern, pattern_chunks
@@ -755,3 +757,32 @@ def test_good_splice_setting(rsp, tmp_path, value):
     result = run_rsp(rsp, ["-t", path], tmp_path)
     assert result.returncode == 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
     assert result.stdout == f"rsp: {path}: ok\n", result.stdout
+
+
+# -- workers ---------------------------------------------------------------------------------------
+
+def test_killed_worker_takes_its_pipes_along(make_fast_backend, start_proxy):
+    """workers = 2: a client that reads nothing of a 64 MiB body holds a
+    pipe in the worker serving it (splice.pipes counts it, summed over
+    every worker). kill -9 of that worker: its pipes are gone with it, and
+    once the master has replaced it splice.pipes is 0 again, not a count
+    left behind by a process that no longer exists; the proxy serves a
+    spliced body exactly after it."""
+    from test_workers import owners, started_workers
+    backend = make_fast_backend()
+    proxy = start_with_status(start_proxy, backend, workers=2)
+    pids = started_workers(proxy, 2)
+    with connect(proxy.port, rcvbuf=16 * KiB) as stalled:
+        stalled.sendall(build_request(proxy.port, "GET", f"/count?n={64 * MiB}"))
+        wait_status(proxy, lambda doc: splice_of(doc)[1] >= 1, "a pipe held for the stalled client",
+                    POLL_TIMEOUT)
+        (holder,) = owners(stalled, proxy.port, pids)
+        os.kill(holder, signal.SIGKILL)
+        wait_for_log(proxy, f"(pid {holder}) was killed by signal 9; starting another", POLL_TIMEOUT)
+        doc = wait_status(proxy, lambda doc: splice_of(doc)[1] == 0,
+                          "splice.pipes back to 0 once the worker holding the pipe is gone", POLL_TIMEOUT)
+    n = 4 * MiB
+    before = splice_of(doc)[0]
+    r = Conn(proxy.port).get(f"/count?n={n}")
+    assert r.status == 200 and len(r.body) == n, r
+    assert splice_of(status_json(proxy))[0] > before, "the body after the kill was not spliced"
