@@ -10,6 +10,7 @@
 #   demo_start NAME CMD...     starts CMD in the background, output to
 #                              $DEMO_TMP/NAME.log; stopped when the demo ends
 #   demo_wait_port PORT        waits (10 s at most) until something listens on PORT
+#   demo_wait_line FILE REGEX  waits (10 s at most) until FILE has a line matching REGEX
 #   demo_rsp NAME CMD...       demo_start NAME CMD... (./rsp ARGS, or ./rsp under
 #                              strace), then waits for rsp's "Started." line
 #   demo_run CMD...            runs a client in the foreground, bounded by
@@ -96,6 +97,18 @@ demo_wait_port() {
     sleep 0.1
   done
   demo_fail "nothing listens on port $1 after 10 s"
+}
+
+# demo_wait_line FILE REGEX: waits (10 s at most) until FILE has a line
+# matching REGEX; otherwise shows FILE and fails.
+demo_wait_line() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  cat "$1" >&2
+  demo_fail "no '$2' in $(basename "$1")"
 }
 
 demo_rsp() {

@@ -48,22 +48,12 @@ no_pipes() {
   done
   return 1
 }
-# waits (10 s at most) until FILE has a line matching REGEX
-wait_line() {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  cat "$1" >&2
-  demo_fail "no '$2' in $(basename "$1")"
-}
 # download NAME: GET /big with curl, rsp under strace -c for the download
 download() {
   local spid
   demo_start "strace-$1" strace -c -f -o "$DEMO_TMP/$1.strace" -p "$pid"
   spid=${demo_pids[-1]}
-  wait_line "$DEMO_TMP/strace-$1.log" 'attached'
+  demo_wait_line "$DEMO_TMP/strace-$1.log" 'attached'
   echo "\$ curl -s -o big http://127.0.0.1:$port/big"
   demo_run curl -s --max-time 20 -o "$DEMO_TMP/got" "http://127.0.0.1:$port/big" || demo_fail "curl failed"
   kill -INT "$spid"
@@ -93,7 +83,7 @@ first=$(splice_figures)
 
 echo "== a client that reads 1 MiB of the file, then stops reading"
 demo_start stall "$DEMO_PYTHON" demo/stall.py "$port" /big 1048576 "$DEMO_TMP/go"
-wait_line "$DEMO_TMP/stall.log" 'stopped|stall.py'
+demo_wait_line "$DEMO_TMP/stall.log" 'stopped|stall.py'
 cat "$DEMO_TMP/stall.log"
 sleep 0.5
 figures=$(splice_figures)
@@ -110,7 +100,7 @@ before=$(splice_figures | sed -E 's/.*"bytes": ([0-9]+).*/\1/')
 echo "== splice = false, then kill -HUP"
 config false
 kill -HUP "$pid"
-wait_line "$DEMO_TMP/rsp.log" 'reloaded'
+demo_wait_line "$DEMO_TMP/rsp.log" 'reloaded'
 sed -nE 's/^[0-9-]+ [0-9:]+ (rsp: .*reload.*)/\1/p' "$DEMO_TMP/rsp.log" | sed "s|$DEMO_TMP/||g"
 download off
 no_pipes || echo "(a pipe is still open)"

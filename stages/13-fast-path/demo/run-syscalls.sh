@@ -34,16 +34,6 @@ LUA
   pid=${demo_pids[-1]}
 }
 
-# waits (10 s at most) until FILE has a line matching REGEX
-wait_line() {
-  local i
-  for ((i = 0; i < 100; i++)); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  cat "$1" >&2
-  demo_fail "no '$2' in $(basename "$1")"
-}
 
 # measure NAME N MODE STRACE-OPTIONS...: the client's N requests (MODE
 # keepalive or close) with strace attached to rsp ($pid) for them alone.
@@ -53,12 +43,12 @@ measure() {
   rm -f "$DEMO_TMP/go" "$DEMO_TMP/end"
   demo_start "client-$name" "$DEMO_PYTHON" demo/load.py "$port" /page.html "$n" "$mode" \
     "$DEMO_TMP/go" "$DEMO_TMP/end"
-  wait_line "$DEMO_TMP/client-$name.log" '^ready'
+  demo_wait_line "$DEMO_TMP/client-$name.log" '^ready'
   demo_start "strace-$name" strace "$@" -o "$DEMO_TMP/$name.strace" -p "$pid"
   spid=${demo_pids[-1]}
-  wait_line "$DEMO_TMP/strace-$name.log" 'attached'
+  demo_wait_line "$DEMO_TMP/strace-$name.log" 'attached'
   touch "$DEMO_TMP/go"
-  wait_line "$DEMO_TMP/client-$name.log" '^done|load.py'
+  demo_wait_line "$DEMO_TMP/client-$name.log" '^done|load.py'
   grep -q '^done' "$DEMO_TMP/client-$name.log" || demo_fail "$(cat "$DEMO_TMP/client-$name.log")"
   kill -INT "$spid"
   wait "$spid"
