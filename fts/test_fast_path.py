@@ -770,7 +770,7 @@ def test_killed_worker_takes_its_pipes_along(make_fast_backend, start_proxy):
     spliced body exactly after it."""
     from test_workers import owners, started_workers
     backend = make_fast_backend()
-    proxy = start_with_status(start_proxy, backend, workers=2)
+    proxy = start_with_status(start_proxy, backend, workers=2, splice=True)
     pids = started_workers(proxy, 2)
     with connect(proxy.port, rcvbuf=16 * KiB) as stalled:
         stalled.sendall(build_request(proxy.port, "GET", f"/count?n={64 * MiB}"))
