@@ -15,7 +15,8 @@
  *    ordinary errors, which config_load turns into its one-line message.
  *  - the luaopen_* functions config.c opens the libraries with: io, os,
  *    package and debug become empty tables (no exit, no files, no C
- *    calls); base loses dofile, loadfile and print, string loses rep.
+ *    calls); base loses dofile, loadfile, print and newproxy, string
+ *    loses rep.
  *    (Until this harness hooked these, it hooked luaL_openlibs, which
  *    config.c stopped calling in chapter 07: the budgets were off, and a
  *    long loop hung the fuzzer at last.)
@@ -25,8 +26,8 @@
  *    libc, without the DNS); any other name fails like an unknown host.
  *  - The input is written to a memfd and loaded as /proc/self/fd/N.
  *
- * What stays different from rsp: configs that use os.getenv, io, require
- * or string.rep fail here with an error. Everything config.c itself does
+ * What stays different from rsp: configs that use os.getenv, io, require,
+ * newproxy or string.rep fail here with an error. Everything config.c itself does
  * runs as in rsp.
  *
  * Checked: config_load returns 0 or -1; on -1 it printed a message
@@ -148,7 +149,10 @@ lua_State *luaL_newstate(void)
  * empty tables under their names, so that what config.c does with them
  * (clearing debug.sethook, package.loadlib) works and a script that calls
  * them fails with an error; base loses dofile, loadfile and print, and
- * string loses rep (a string of gigabytes in one call). */
+ * newproxy (userdata whose __gc raises an error: LuaJIT's lua_close runs
+ * the finalizers again from the top after each error, so 100,000 of them
+ * take minutes and gigabytes, outside any budget), and string loses rep
+ * (a string of gigabytes in one call). */
 static int empty_library(lua_State *L, const char *name)
 {
     lua_newtable(L);
@@ -165,7 +169,7 @@ int luaopen_debug(lua_State *L) { return empty_library(L, LUA_DBLIBNAME); }
 int luaopen_base(lua_State *L)
 {
     static lua_CFunction real;
-    static const char *const dropped[] = { "dofile", "loadfile", "print" };
+    static const char *const dropped[] = { "dofile", "loadfile", "print", "newproxy" };
     int n;
 
     if (real == NULL)
