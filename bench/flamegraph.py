@@ -252,7 +252,16 @@ def render_svg(stacks, kinds, title="Flame graph", subtitle="", width=1200, fram
 
 # -------------------------------------------------------------- the summary
 
-SYSCALL_ENTRY = re.compile(r"^(?:__x64_sys_|__se_sys_|__do_sys_|__ia32_sys_|ksys_)(\w+?)(?:_\[k\])?$")
+SYSCALL_ENTRY = re.compile(r"^(?:(?:__x64_sys_|__se_sys_|__do_sys_|__ia32_sys_|ksys_)(\w+?)|do_(writev|readv))"
+                           r"(?:_\[k\])?$")
+
+
+def syscall_of(name):
+    """The system call a kernel frame is the entry of, or None. writev and
+    readv often have no __x64_sys_* frame of their own in the unwound stack
+    (the kernel's dispatch inlines it): their do_writev/do_readv stands in."""
+    m = SYSCALL_ENTRY.match(name)
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def summarize(stacks, kinds, program_functions=None):
@@ -274,9 +283,8 @@ def summarize(stacks, kinds, program_functions=None):
             if name not in seen:
                 inclusive[name] = inclusive.get(name, 0) + count
                 seen.add(name)
-            m = SYSCALL_ENTRY.match(name)
-            if m and call is None:
-                call = m.group(1)
+            if call is None:
+                call = syscall_of(name)
         if call:
             syscalls[call] = syscalls.get(call, 0) + count
         if any(n.startswith(("__do_softirq", "net_rx_action", "do_softirq")) for n in chain):
@@ -287,7 +295,7 @@ def summarize(stacks, kinds, program_functions=None):
     everywhere = {n for n, v in inclusive.items() if v >= 0.9 * total}
     sites = {}
     for chain, count in stacks.items():
-        call = next((SYSCALL_ENTRY.match(n).group(1) for n in chain if SYSCALL_ENTRY.match(n)), None)
+        call = next((syscall_of(n) for n in chain if syscall_of(n)), None)
         if not call:
             continue
         path = tuple(n for n in chain if kinds.get(n) == "program" and n not in everywhere)
