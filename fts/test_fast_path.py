@@ -786,3 +786,61 @@ def test_killed_worker_takes_its_pipes_along(make_fast_backend, start_proxy):
     r = Conn(proxy.port).get(f"/count?n={n}")
     assert r.status == 200 and len(r.body) == n, r
     assert splice_of(status_json(proxy))[0] > before, "the body after the kill was not spliced"
+
+
+# -- system calls ----------------------------------------------------------------------------------
+
+def traced_calls(pid, names, action):
+    """Runs action() with strace attached to process `pid`, tracing the
+    system calls `names`; returns {name: how many calls}. (Counts, never
+    times: what rsp does per request, not how fast.)"""
+    import shutil
+    import subprocess
+    import tempfile
+    if shutil.which("strace") is None:
+        pytest.skip("no strace here (setup-env.sh installs it)")
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(names), "-o", out.name,
+                                   "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def attached():
+                with open(f"/proc/{pid}/status") as f:
+                    return any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in f)
+            wait_for(attached, "strace attached to rsp", POLL_TIMEOUT)
+            action()
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=POLL_TIMEOUT)
+        counts = dict.fromkeys(names, 0)
+        for line in out.read().splitlines():
+            call = line.split(maxsplit=1)[-1].split("(", 1)[0]
+            if call in counts:
+                counts[call] += 1
+    return counts
+
+
+def test_keepalive_requests_leave_epoll_alone_and_write_once(make_keepalive_backend, start_proxy):
+    """On a keep-alive client connection whose backend connection is
+    pooled, 50 requests in a row (a 600-byte answer that the backend sends
+    head and body in one write) make no epoll_ctl at all (the client's
+    registration is kept while each request is at the backend; nothing is
+    queued, so EPOLLOUT is never asked for), and one write per request to
+    the backend plus one writev per response to the client: the head and
+    the body rsp read together leave together."""
+    ka = make_keepalive_backend("ka")
+    proxy = start_proxy(ka)
+    n = 50
+    with Conn(proxy.port) as conn:
+        for _ in range(3):  # the backend connection made and pooled, the registrations settled
+            r = conn.get("/cl?size=600")
+            assert r.status == 200 and len(r.body) == 600, r
+
+        def requests():
+            for _ in range(n):
+                r = conn.get("/cl?size=600")
+                assert r.status == 200 and len(r.body) == 600, r
+        counts = traced_calls(proxy.pid, ("epoll_ctl", "write", "writev"), requests)
+    assert counts["epoll_ctl"] == 0, f"{counts['epoll_ctl']} epoll_ctl calls for {n} keep-alive requests"
+    assert counts["writev"] == n and counts["write"] == n, \
+        f"for {n} requests: {counts['write']} write and {counts['writev']} writev calls " \
+        f"(expected one write to the backend and one writev to the client each)"

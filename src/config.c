@@ -179,12 +179,13 @@ static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
     return 0;
 }
 
-int config_read_boolean(lua_State *L, const char *path, const char *name, bool *out)
+int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
+                        bool *out)
 {
     int rc = 0;
 
     config_global(L, name);
-    *out = false;
+    *out = fallback;
     if (lua_type(L, -1) == LUA_TBOOLEAN) {
         *out = lua_toboolean(L, -1);
     } else if (!lua_isnil(L, -1)) {
@@ -199,9 +200,10 @@ int config_read_boolean(lua_State *L, const char *path, const char *name, bool *
 /* What may pass to a backend that most proxies refuse or drop. */
 static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
 {
-    if (config_read_boolean(L, path, "allow_underscores_in_headers",
-                     &policy->allow_underscores_in_headers) == -1 ||
-        config_read_boolean(L, path, "allow_encoded_slashes", &policy->allow_encoded_slashes) == -1)
+    if (config_read_boolean(L, path, "allow_underscores_in_headers", false,
+                            &policy->allow_underscores_in_headers) == -1 ||
+        config_read_boolean(L, path, "allow_encoded_slashes", false,
+                            &policy->allow_encoded_slashes) == -1)
         return -1;
     return 0;
 }

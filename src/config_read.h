@@ -56,9 +56,10 @@ extern const struct health_settings config_health_defaults;
 int config_read_health(lua_State *L, const char *path, int t, const char *setting,
                        const struct health_settings *inherited, struct health_settings *out);
 
-/* Reads a boolean setting of the globals (absent: false). Returns 0, or
- * -1 after naming the setting. */
-int config_read_boolean(lua_State *L, const char *path, const char *name, bool *out);
+/* Reads a boolean setting of the globals (absent: fallback). Returns 0,
+ * or -1 after naming the setting. */
+int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
+                        bool *out);
 
 /* status_listen, status_public, workers and reuseport (config_scaling.c),
  * read after listen. Returns 0, or -1 after printing what is wrong. */

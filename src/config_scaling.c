@@ -100,29 +100,14 @@ static bool same_as_listen(const struct config *c)
            (c->listen_host == NULL || strcmp(listen_host, c->scaling.status_host) == 0);
 }
 
-/* splice: on unless the config says false. */
-static int read_splice(lua_State *L, const char *path, bool *splice)
-{
-    bool absent;
-
-    config_global(L, "splice");
-    absent = lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (config_read_boolean(L, path, "splice", splice) == -1)
-        return -1;
-    if (absent)
-        *splice = true;
-    return 0;
-}
-
 int config_read_scaling(lua_State *L, const char *path, struct config *config)
 {
     struct scaling *s = &config->scaling;
 
-    if (config_read_boolean(L, path, "status_public", &s->status_public) == -1 ||
+    if (config_read_boolean(L, path, "status_public", false, &s->status_public) == -1 ||
         read_status_listen(L, path, s) == -1 || read_workers(L, path, &s->workers) == -1 ||
-        config_read_boolean(L, path, "reuseport", &s->reuseport) == -1 ||
-        read_splice(L, path, &s->splice) == -1)
+        config_read_boolean(L, path, "reuseport", false, &s->reuseport) == -1 ||
+        config_read_boolean(L, path, "splice", true, &s->splice) == -1)
         return -1;
     if (s->status_host != NULL && same_as_listen(config)) {
         config_error(path, "setting 'status_listen' must not be the address 'listen' serves (%s)",

@@ -92,15 +92,20 @@ void connection_fail(struct connection *c)
     write_failed(c);
 }
 
+/* n bytes reached the socket (by write, writev or splice): counts them,
+ * if the owner counts, and returns n. */
+static ssize_t written_out(struct connection *c, ssize_t n)
+{
+    if (n > 0 && c->bytes_written != NULL)
+        stats_add_own(c->bytes_written, (uint64_t)n);
+    return n;
+}
+
 /* Writes from data; returns the bytes the transport took (maybe 0), or -1
  * if the connection failed. */
 static ssize_t write_some(struct connection *c, const char *data, size_t len)
 {
-    ssize_t n = c->transport->write(c, data, len);
-
-    if (n > 0 && c->bytes_written != NULL)
-        stats_add_own(c->bytes_written, (uint64_t)n);
-    return n;
+    return written_out(c, c->transport->write(c, data, len));
 }
 
 /* Writes the queue and then len bytes of data in one writev. Takes what
@@ -114,12 +119,10 @@ static ssize_t write_queue_and(struct connection *c, const char *data, size_t le
         { .iov_base = c->queue.data + c->queue.start, .iov_len = queued },
         { .iov_base = (void *)data, .iov_len = len },
     };
-    ssize_t n = c->transport->writev(c, iov, 2);
+    ssize_t n = written_out(c, c->transport->writev(c, iov, 2));
 
     if (n <= 0)
         return n;
-    if (c->bytes_written != NULL)
-        stats_add_own(c->bytes_written, (uint64_t)n);
     if ((size_t)n < queued) {
         buffer_consume(&c->queue, (size_t)n);
         return 0;
@@ -202,8 +205,7 @@ static bool flush_pipe(struct connection *c)
                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n > 0) {
             c->piped -= (size_t)n;
-            if (c->bytes_written != NULL)
-                stats_add_own(c->bytes_written, (uint64_t)n);
+            written_out(c, n);
             stats_add_own(&stats_row()->bytes_spliced, (uint64_t)n);
         } else if (n == -1 && errno == EINTR) {
             continue;
