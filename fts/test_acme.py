@@ -292,6 +292,10 @@ def assert_validated_through_rsp(pebble, access_log, backend, orders):
     """Every validation request pebble made (`orders` challenges so far,
     each token fetched at least once) is a 200 in rsp's access log, and
     the backend saw none of them. Returns the tokens."""
+    # pebble's log is read from the file its output goes to: give the line
+    # of the last validation a bounded moment to get there.
+    wait_for(lambda: len(set(pebble.validation_tokens())) >= orders,
+             f"{orders} tokens validated in pebble's log", RELOAD_TIMEOUT)
     tokens = pebble.validation_tokens()
     assert len(set(tokens)) == orders, f"pebble validated {sorted(set(tokens))}, expected {orders} tokens"
     expected = sorted((token, "200") for token in tokens)
