@@ -253,65 +253,53 @@ def stage9_settings(listen_port, backends, options=None):
     return _settings_adding(STAGE9_OPTIONS, stage8_settings, listen_port, backends, options)
 
 
-# Stage 10 adds operations: shutdown_timeout (seconds a SIGTERM waits for
-# requests in flight), access_log (a file path; off by default),
-# access_log_format ("combined" or "timed") and user (the user rsp drops
-# to after binding, when started as root).
-STAGE10_OPTIONS = ("shutdown_timeout", "access_log", "access_log_format", "user")
+# From stage 10 on, each stage only adds settings to the one before; what
+# each adds (the options proxy_arguments accepts from that stage on):
+#   10 reload: shutdown_timeout (seconds a SIGTERM waits for requests in
+#      flight);
+#   11 logs-service: access_log (a file path; off by default),
+#      access_log_format ("combined" or "timed") and user (the user rsp
+#      drops to after binding, when started as root);
+#   12 status: status_listen ("HOST:PORT" or a port; the status page,
+#      status.json and /metrics on a listener of their own) and
+#      status_public (allow a non-loopback status_listen);
+#   13 workers: workers (a number or "auto") and reuseport (one listening
+#      socket per worker);
+#   14 tls: tls (a dict: listen, a port or "ADDRESS:PORT" of its own;
+#      certificates, a list of {"cert": PATH, "key": PATH}, the first the
+#      default; from stage 15 also redirect_http, a bool, and hsts,
+#      seconds). A value that is not a dict (e.g. 5, for a config rsp must
+#      refuse) is passed through; so is a dict with any other key (e.g. a
+#      misspelled one);
+#   15 https: acme_webroot (a directory whose .well-known/acme-challenge/
+#      files the plain listener serves, where certbot --webroot writes them);
+#   16 fast-path: splice (a bool, default true: response bodies move from
+#      backend to client through a pipe, never through rsp's memory).
+#      RSP_FTS_SPLICE=off in the environment (run_integration_tests sets it
+#      for the sanitizer pass) writes `splice = false` into every config
+#      that does not set splice itself: the whole suite then runs over the
+#      copy path too.
+LATER_OPTIONS = {
+    10: ("shutdown_timeout",),
+    11: ("access_log", "access_log_format", "user"),
+    12: ("status_listen", "status_public"),
+    13: ("workers", "reuseport"),
+    14: ("tls",),
+    15: ("acme_webroot",),
+    16: ("splice",),
+}
 
 
-def stage10_settings(listen_port, backends, options=None):
-    """The stage 10 config globals, as Lua source text: those of stage 09
-    plus any of STAGE10_OPTIONS given in `options`."""
-    return _settings_adding(STAGE10_OPTIONS, stage9_settings, listen_port, backends, options)
-
-
-# Stage 11 adds seeing and scaling: status_listen ("HOST:PORT" or a port;
-# the status page, status.json and /metrics on a listener of their own),
-# status_public (allow a non-loopback status_listen), workers (a number or
-# "auto") and reuseport (one listening socket per worker).
-STAGE11_OPTIONS = ("status_listen", "status_public", "workers", "reuseport")
-
-
-def stage11_settings(listen_port, backends, options=None):
-    """The stage 11 config globals, as Lua source text: those of stage 10
-    plus any of STAGE11_OPTIONS given in `options`."""
-    return _settings_adding(STAGE11_OPTIONS, stage10_settings, listen_port, backends, options)
-
-
-# Stage 12 adds TLS: tls (a dict: listen, a port or "ADDRESS:PORT" of its
-# own; certificates, a list of {"cert": PATH, "key": PATH}, the first the
-# default; redirect_http, a bool; hsts, seconds) and acme_webroot (a
-# directory whose .well-known/acme-challenge/ files the plain listener
-# serves, where certbot --webroot writes them). A value that is not a
-# dict (e.g. 5, for a config rsp must refuse) is passed through; so is a
-# dict with any other key (e.g. a misspelled one).
-STAGE12_OPTIONS = ("tls", "acme_webroot")
-
-
-def stage12_settings(listen_port, backends, options=None):
-    """The stage 12 config globals, as Lua source text: those of stage 11
-    plus any of STAGE12_OPTIONS given in `options`."""
-    return _settings_adding(STAGE12_OPTIONS, stage11_settings, listen_port, backends, options)
-
-
-# Stage 13 adds the fast path: splice (a bool, default true: response
-# bodies move from backend to client through a pipe, never through rsp's
-# memory). RSP_FTS_SPLICE=off in the environment (run_integration_tests
-# sets it for the sanitizer pass) writes `splice = false` into every config
-# that does not set splice itself: the whole suite then runs over the copy
-# path too.
-STAGE13_OPTIONS = ("splice",)
-
-
-def stage13_settings(listen_port, backends, options=None):
-    """The stage 13 config globals, as Lua source text: those of stage 12
-    plus any of STAGE13_OPTIONS given in `options`, and splice = false
-    when RSP_FTS_SPLICE=off asks for it."""
+def later_settings(stage, listen_port, backends, options=None):
+    """The config globals of stage `stage` (10 or later), as Lua source
+    text: those of stage 09 plus any option of LATER_OPTIONS up to that
+    stage given in `options` (and splice = false from stage 16 when
+    RSP_FTS_SPLICE=off asks for it)."""
     options = dict(options or {})
-    if os.environ.get("RSP_FTS_SPLICE") == "off" and "splice" not in options:
+    if stage >= 16 and os.environ.get("RSP_FTS_SPLICE") == "off" and "splice" not in options:
         options["splice"] = False
-    return _settings_adding(STAGE13_OPTIONS, stage12_settings, listen_port, backends, options)
+    names = [name for n, added in LATER_OPTIONS.items() if n <= stage for name in added]
+    return _settings_adding(names, stage9_settings, listen_port, backends, options)
 
 
 def proxy_arguments(stage, listen_port, backends, workdir, options=None):
@@ -328,25 +316,13 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
     a config rsp must refuse: nothing here checks that one is valid); from
     stage 08 also the timeouts and health_check (see STAGE8_OPTIONS); from
     stage 09 also the keep-alive settings (see STAGE9_OPTIONS); from
-    stage 10 also shutdown_timeout, access_log, access_log_format and user
-    (see STAGE10_OPTIONS); from stage 11 also status_listen,
-    status_public, workers and reuseport (see STAGE11_OPTIONS); from
-    stage 12 also tls and acme_webroot (see STAGE12_OPTIONS); from stage
-    13 also splice (see STAGE13_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
+    stages 10 and later also what each adds (see LATER_OPTIONS). The file is workdir/rsp-LISTEN_PORT.lua: called
     again with the same port, this rewrites it (for a reload)."""
     options = dict(options or {})
-    if stage <= 12 and set(options) & set(STAGE13_OPTIONS):
-        raise ValueError(f"stage {stage:02d} has no setting "
-                         f"{', '.join(sorted(set(options) & set(STAGE13_OPTIONS)))} (stage 13 on)")
-    if stage <= 11 and set(options) & set(STAGE12_OPTIONS):
-        raise ValueError(f"stage {stage:02d} has no setting "
-                         f"{', '.join(sorted(set(options) & set(STAGE12_OPTIONS)))} (stage 12 on)")
-    if stage <= 10 and set(options) & set(STAGE11_OPTIONS):
-        raise ValueError(f"stage {stage:02d} has no setting "
-                         f"{', '.join(sorted(set(options) & set(STAGE11_OPTIONS)))} (stage 11 on)")
-    if stage <= 9 and set(options) & set(STAGE10_OPTIONS):
-        raise ValueError(f"stage {stage:02d} has no setting "
-                         f"{', '.join(sorted(set(options) & set(STAGE10_OPTIONS)))} (stage 10 on)")
+    for first, added in sorted(LATER_OPTIONS.items(), reverse=True):
+        if stage < first and set(options) & set(added):
+            raise ValueError(f"stage {stage:02d} has no setting "
+                             f"{', '.join(sorted(set(options) & set(added)))} (stage {first:02d} on)")
     if stage <= 8 and set(options) & set(STAGE9_OPTIONS):
         raise ValueError(f"stage {stage:02d} has no setting "
                          f"{', '.join(sorted(set(options) & set(STAGE9_OPTIONS)))} (stage 09 on)")
@@ -381,14 +357,9 @@ def proxy_arguments(stage, listen_port, backends, workdir, options=None):
         text = stage7_config(listen_port, backends, options, settings=stage8_settings)
     elif stage <= 9:  # the same, plus keep-alive and backend pooling
         text = stage7_config(listen_port, backends, options, settings=stage9_settings)
-    elif stage <= 10:  # the same, plus shutdown_timeout, the access log and user
-        text = stage7_config(listen_port, backends, options, settings=stage10_settings)
-    elif stage <= 11:  # the same, plus the status listener and workers
-        text = stage7_config(listen_port, backends, options, settings=stage11_settings)
-    elif stage <= 12:  # the same, plus TLS and the ACME webroot
-        text = stage7_config(listen_port, backends, options, settings=stage12_settings)
-    else:             # the same, plus splice
-        text = stage7_config(listen_port, backends, options, settings=stage13_settings)
+    else:  # the same, plus what stages 10 and later add (LATER_OPTIONS)
+        text = stage7_config(listen_port, backends, options,
+                             settings=lambda *a: later_settings(stage, *a))
     path = os.path.join(workdir, f"rsp-{listen_port}.lua")
     with open(path, "w") as f:
         f.write(text)

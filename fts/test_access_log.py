@@ -31,7 +31,7 @@ from client import Conn, exchange, request
 from netutil import LOOPBACK, wait_for
 from proxy import proxy_arguments
 
-pytestmark = pytest.mark.stage(10)
+pytestmark = pytest.mark.stage(11)
 
 POLL_TIMEOUT = 5.0  # s: a bound on waiting for lines (rsp writes them at least once a second)
 SITE = "ka.test"    # the site the backend serves; any other Host gets rsp's own 421

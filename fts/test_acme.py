@@ -80,7 +80,7 @@ TOOLS = ("pebble", "pebble-challtestsrv", "certbot")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
 
 pytestmark = [
-    pytest.mark.stage(12),
+    pytest.mark.stage(15),
     pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed "
                                               f"(./setup-env.sh installs pebble and certbot)"),
 ]

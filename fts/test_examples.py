@@ -32,16 +32,29 @@ def example_on_test_ports(name, tmp_path, backend):
     return path, port
 
 
+# The first stage of each setting an example may set beyond stage 07's
+# (checked latest first).
+SETTING_STAGES = (
+    (16, r"splice"),
+    (15, r"acme_webroot"),
+    (14, r"tls"),
+    (13, r"workers|reuseport"),
+    (12, r"status_listen|status_public"),
+    (11, r"access_log|access_log_format|user"),
+    (10, r"shutdown_timeout"),
+    (9, r"keepalive_timeout|keepalive_requests|backend_keepalive|backend_idle_timeout"),
+    (8, r"\w+_timeout|health_check"),
+)
+
+
 def first_stage(name):
-    """The stage an example needs: 11 if it sets status_listen or workers,
-    08 if it sets a timeout or health_check, 07 if it defines a route
-    function, else 06."""
+    """The stage an example needs: the first that knows every setting it
+    sets (SETTING_STAGES), 07 if it defines a route function, else 06."""
     with open(os.path.join(EXAMPLES, name)) as f:
         text = f.read()
-    if re.search(r"^(status_listen|workers) = ", text, flags=re.M):
-        return 11
-    if re.search(r"^(\w+_timeout|health_check) = ", text, flags=re.M):
-        return 8
+    for stage, names in SETTING_STAGES:
+        if re.search(rf"^({names}) = ", text, flags=re.M):
+            return stage
     return 7 if re.search(r"^function route\(", text, flags=re.M) else 6
 
 

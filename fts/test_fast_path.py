@@ -55,7 +55,7 @@ from test_operations import sighup
 from test_status import metrics, rewrite_config, start_with_status, status_json, wait_status
 from test_write_buffering import assert_rss_bounded, max_rss_during, read_pattern_response
 
-pytestmark = pytest.mark.stage(13)
+pytestmark = pytest.mark.stage(16)
 
 KiB = 1024
 MiB = 1024 * KiB

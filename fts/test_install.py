@@ -119,7 +119,7 @@ def supports_stage_10(binary):
 
 # -- what make install puts where ------------------------------------------------
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_install_puts_every_file_in_place(tmp_path):
     """make install PREFIX=/usr/local DESTDIR=tmp installs exactly the binary,
     the config and its example copy, the unit and the logrotate snippet,
@@ -149,7 +149,7 @@ def test_install_puts_every_file_in_place(tmp_path):
         assert (st.st_uid, st.st_gid) == owner, f"{LOG_DIR} is owned by {st.st_uid}:{st.st_gid}"
 
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 @pytest.mark.parametrize("prefix", ["/usr/local", "/opt/rsp"])
 def test_unit_runs_the_installed_binary(tmp_path, prefix):
     """The installed unit names the binary where PREFIX put it (for checking
@@ -178,7 +178,7 @@ def test_unit_runs_the_installed_binary(tmp_path, prefix):
 
 # -- the operator's config, and uninstalling --------------------------------------
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_second_install_keeps_a_changed_config(tmp_path):
     """An operator's /etc/rsp/rsp.lua survives make install; the example
     in the doc directory is refreshed."""
@@ -194,7 +194,7 @@ def test_second_install_keeps_a_changed_config(tmp_path):
     assert files_in(tmp_path) == set(INSTALLED)
 
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_uninstall_keeps_config_and_logs(tmp_path):
     """make uninstall removes the binary, the unit, the logrotate snippet
     and the doc, and keeps /etc/rsp and /var/log/rsp with what is in them."""
@@ -210,7 +210,7 @@ def test_uninstall_keeps_config_and_logs(tmp_path):
 
 # -- the installed files pass their tools' checks ----------------------------------
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_example_config_passes_rsp_t(tmp_path):
     """The installed rsp checks the installed config with -t: `rsp: FILE:
     ok`, status 0, no warning (a setting rsp does not know would get one);
@@ -241,7 +241,7 @@ def test_example_config_passes_rsp_t(tmp_path):
     assert str(broken) in output and "balance" in output, output
 
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_unit_passes_systemd_analyze_verify(tmp_path):
     """systemd-analyze verify finds nothing to say about the installed unit
     (pointed at the DESTDIR copy of the binary, which verify wants to find
@@ -276,7 +276,7 @@ def logrotate_binary():
         (p for p in ("/usr/sbin/logrotate", "/sbin/logrotate") if os.access(p, os.X_OK)), None)
 
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 def test_logrotate_snippet_passes_logrotate_d(tmp_path):
     """logrotate -d (a dry run: it changes nothing and runs no script),
     forced, on the installed snippet with its path moved into DESTDIR:
@@ -306,7 +306,7 @@ def test_logrotate_snippet_passes_logrotate_d(tmp_path):
     assert output.count("running postrotate script") == 1, output
 
 
-@pytest.mark.stage(10)
+@pytest.mark.stage(11)
 @pytest.mark.parametrize("systemctl_status", [0, 1], ids=["rsp-running", "rsp-not-running"])
 def test_logrotate_postrotate_signals_rsp(tmp_path, systemctl_status):
     """The snippet's postrotate script sends SIGUSR1 to rsp.service and

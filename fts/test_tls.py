@@ -64,7 +64,7 @@ pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup
 from tlsutil import (EXPIRED_AT, TLSConn, cert_names, client_hello, handshake_only, https_get,  # noqa: E402
                      https_request, old_protocol_context, session_ca, tls_connect)
 
-pytestmark = pytest.mark.stage(12)
+pytestmark = pytest.mark.stage(15)
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -62,7 +62,7 @@ from proxy import Proxy, backend_address, count_fds, pooled_fds, proxy_arguments
 from test_access_log import read_lines
 from test_operations import Reading, assert_refused, config_path, sighup, sighup_failing
 
-pytestmark = pytest.mark.stage(11)
+pytestmark = pytest.mark.stage(13)
 
 POLL_TIMEOUT = 5.0   # s: a bound on waiting for something that must happen (never a measurement)
 WORKER_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")

@@ -64,7 +64,7 @@ static void log_startup(const struct config *config)
         log_msg("route(req) chooses for every request (time limit %g s)", config->route_time_limit);
 }
 
-#define RSP_VERSION "0.10.0"
+#define RSP_VERSION "0.11.0"
 
 /* What the signals act on. */
 static struct {

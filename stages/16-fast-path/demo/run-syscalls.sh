@@ -13,9 +13,9 @@ lib=$(dirname "$0")/../../../tools/demo-lib.sh
 . "$lib" || exit 1
 command -v strace >/dev/null || demo_fail "this demo needs strace (apt-get install strace)"
 
-# Stage 12's binary, from stages/13-* (../12-tls) or from src (../stages/12-tls).
-old=../12-tls/rsp
-[ -x "$old" ] || old=../stages/12-tls/rsp
+# Stage 12's binary, from stages/13-* (../15-https) or from src (../stages/15-https).
+old=../15-https/rsp
+[ -x "$old" ] || old=../stages/15-https/rsp
 demo_site
 head -c 600 /dev/zero | tr '\0' 'x' >"$DEMO_TMP/site/page.html"
 b=$(demo_port)
@@ -66,7 +66,7 @@ for label in "${labels[@]}"; do
   measure "one-$label" 1 keepalive -f -yy
   ports[$label]=$port
 done
-[ -x "$old" ] || echo "(stage 12 is not built: make -C ../12-tls for its column)"
+[ -x "$old" ] || echo "(stage 12 is not built: make -C ../15-https for its column)"
 
 columns() {
   local label

@@ -16,8 +16,8 @@ lib=$(dirname "$0")/../../../tools/demo-lib.sh
 . "$lib" || exit 1
 # Chapter 10's demo backend; the demo runs in the stage's directory
 # (stages/11-*, or src/).
-backend=../10-operations/demo/backend.py
-[ -e "$backend" ] || backend=../stages/10-operations/demo/backend.py
+backend=../11-logs-service/demo/backend.py
+[ -e "$backend" ] || backend=../stages/11-logs-service/demo/backend.py
 a=$(demo_port) dead=$(demo_port) port=$(demo_port) status=$(demo_port)
 demo_start backend-a "$DEMO_PYTHON" "$backend" a "$a"
 demo_wait_port "$a"

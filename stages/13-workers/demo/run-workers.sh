@@ -15,8 +15,8 @@ lib=$(dirname "$0")/../../../tools/demo-lib.sh
 . "$lib" || exit 1
 # Chapter 10's demo backend and client; the demo runs in the stage's
 # directory (stages/11-*, or src/).
-demo10=../10-operations/demo
-[ -e "$demo10" ] || demo10=../stages/10-operations/demo
+demo10=../11-logs-service/demo
+[ -e "$demo10" ] || demo10=../stages/11-logs-service/demo
 a=$(demo_port) b=$(demo_port) port=$(demo_port) status=$(demo_port)
 demo_start backend-a "$DEMO_PYTHON" "$demo10/backend.py" a "$a"
 demo_start backend-b "$DEMO_PYTHON" "$demo10/backend.py" b "$b"
