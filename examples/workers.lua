@@ -1,5 +1,5 @@
 -- rsp on a machine with more than one core, watched from a status page
--- (chapter 11). Copy it, change listen and backends, and check it with
+-- (chapters 12 and 13). Copy it, change listen and backends, and check it with
 -- `rsp -t workers.lua`.
 listen = 80
 backends = { "127.0.0.1:8080", "127.0.0.1:8081" }
