@@ -1,4 +1,4 @@
-"""The access log (stage 10): one line per response rsp sends, backend
+"""The access log (stage 11): one line per response rsp sends, backend
 responses and rsp's own answers alike, in the combined format
 
     127.0.0.1 - - [25/Nov/2026:13:40:55 +0000] "GET /p?q=1 HTTP/1.1" 200 123 "http://ref/" "agent/1.0"

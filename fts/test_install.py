@@ -1,4 +1,4 @@
-"""`make install` (stage 10): what it puts where, with which modes, that it
+"""`make install` (stage 11): what it puts where, with which modes, that it
 never overwrites an operator's config, what `make uninstall` leaves, and
 that the installed files pass their own tools' checks: `rsp -t` for the
 config, `systemd-analyze verify` for the unit, `logrotate -d` for the

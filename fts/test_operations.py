@@ -1,12 +1,14 @@
-"""Operations (stage 10): the command line (-t checks a config, -v prints
-the version), reloading the config on SIGHUP (backends switched, the
-listening socket kept or moved, a broken config refused while the old one
-serves, requests in flight finishing on the old config, pooled backend
-connections kept, twenty reloads under load without a failed request),
-stopping on SIGTERM/SIGINT (the listener closed at once, responses in
-flight finished, idle keep-alive connections closed, shutdown_timeout
-bounding the wait), the new settings' limits, and dropping root
-privileges to `user` (only when the tests run as root).
+"""Operations: from stage 10, the command line (-t checks a config, -v
+prints the version), reloading the config on SIGHUP (backends switched,
+the listening socket kept or moved, a broken config refused while the old
+one serves, requests in flight finishing on the old config, pooled
+backend connections kept, twenty reloads under load without a failed
+request), stopping on SIGTERM/SIGINT (the listener closed at once,
+responses in flight finished, idle keep-alive connections closed,
+shutdown_timeout bounding the wait) and shutdown_timeout's limits; from
+stage 11, what -t and the settings' checks say about access_log,
+access_log_format and user, and dropping root privileges to `user` (only
+when the tests run as root).
 
 A reload is confirmed by rsp's log line "reloaded CONFIG: generation N";
 a failed one by a line containing "reload failed". The config file a
@@ -38,6 +40,7 @@ from pattern import assert_is_pattern
 from proxy import backend_address, is_sanitized, proxy_arguments, run_rsp, tcp_socket_fds, vm_rss
 
 pytestmark = pytest.mark.stage(10)
+STAGE_11 = pytest.mark.stage(11)  # access_log, access_log_format, user: stage 11 on
 
 # What `rsp -v` prints, by stage: the minor version is the stage's number.
 VERSIONS = {n: f"rsp 0.{n}.0" for n in range(10, 100)}
@@ -195,16 +198,20 @@ def test_wrong_usage(rsp, tmp_path, args):
     assert "Started" not in result.stdout, result.stdout
 
 
-def test_check_good_config(rsp, tmp_path, backend):
+@pytest.mark.parametrize("with_log", [False, pytest.param(True, marks=STAGE_11)],
+                         ids=["settings", "with-access-log"])
+def test_check_good_config(rsp, tmp_path, backend, with_log):
     """rsp -t CONFIG with a good config prints "rsp: CONFIG: ok" (the path
     exactly as given, here relative) on stdout and exits 0 without
     listening: its port is held by another socket of the test meanwhile,
-    which a real start could not bind."""
+    which a real start could not bind. (From stage 11 also with an access
+    log in the timed format.)"""
+    options = {"shutdown_timeout": 2.5, "keepalive_requests": 100}
+    if with_log:
+        options.update(access_log=str(tmp_path / "access.log"), access_log_format="timed")
     with socket.create_server((LOOPBACK, 0)) as holder:
         port = holder.getsockname()[1]
-        (path,) = proxy_arguments(rsp.stage, port, [backend_address(backend)], str(tmp_path),
-                                  {"shutdown_timeout": 2.5, "access_log": str(tmp_path / "access.log"),
-                                   "access_log_format": "timed", "keepalive_requests": 100})
+        (path,) = proxy_arguments(rsp.stage, port, [backend_address(backend)], str(tmp_path), options)
         name = os.path.basename(path)
         result = run_rsp(rsp, ["-t", name], tmp_path)
         assert result.returncode == 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
@@ -234,7 +241,7 @@ CHECK_ERRORS = [
     ("backend-port-0", 'backends = { "nohost:0" }\n', "backends"),
     ("backend-unresolvable", 'backends = { "nosuchhost.invalid:80" }\n', "backends"),
     ("shutdown_timeout-negative", {"shutdown_timeout": -1}, "shutdown_timeout"),
-    ("access_log_format-unknown", {"access_log_format": "json"}, "access_log_format"),
+    ("access_log_format-unknown", {"access_log_format": "json"}, "access_log_format", STAGE_11),
 ]
 
 
@@ -248,7 +255,7 @@ def bad_config(rsp, tmp_path, change):
     return path
 
 
-@pytest.mark.parametrize("change, setting", [c[1:] for c in CHECK_ERRORS], ids=[c[0] for c in CHECK_ERRORS])
+@pytest.mark.parametrize("change, setting", [pytest.param(*c[1:3], marks=c[3:], id=c[0]) for c in CHECK_ERRORS])
 def test_check_bad_config(rsp, tmp_path, change, setting):
     """rsp -t with a config rsp cannot use (a Lua error, a bad setting, a
     name that does not resolve) exits 1 with one line on stderr naming the
@@ -268,20 +275,23 @@ def test_check_missing_file(rsp, tmp_path):
     assert_config_error(run_rsp(rsp, ["-t", str(path)], tmp_path), path, status=1)
 
 
-# -- the stage 10 settings ------------------------------------------------------------
+# -- the settings of stages 10 and 11 ----------------------------------------------------
 
 BAD_SETTINGS = [
     ("shutdown_timeout", -1), ("shutdown_timeout", -0.5), ("shutdown_timeout", "10"),
     ("shutdown_timeout", True),
+] + [pytest.param(s, v, marks=STAGE_11, id=f"{s}={v!r}") for s, v in [
     ("access_log_format", "json"), ("access_log_format", 1),
     ("access_log", 5), ("access_log", True),
     ("user", True), ("user", {}),
-]
+]]
 
 
-@pytest.mark.parametrize("setting, value", BAD_SETTINGS, ids=[f"{s}={v!r}" for s, v in BAD_SETTINGS])
+@pytest.mark.parametrize("setting, value", BAD_SETTINGS,
+                         ids=[f"{s[0]}={s[1]!r}" if isinstance(s, tuple) else s.id for s in BAD_SETTINGS])
 def test_bad_operations_setting(rsp, tmp_path, setting, value):
-    """A stage 10 setting of the wrong type or out of its range is a config
+    """shutdown_timeout (stage 10 on), access_log, access_log_format and
+    user (stage 11 on) of the wrong type or out of range are a config
     error at start: a non-zero exit status, one line naming the file and
     the setting."""
     (path,) = proxy_arguments(rsp.stage, free_port(), [B], str(tmp_path), {setting: value})
@@ -294,6 +304,7 @@ def test_shutdown_timeout_nan_refused(rsp, tmp_path):
     assert_config_error(run_rsp(rsp, [path], tmp_path), path, "shutdown_timeout", quoted=False, status=None)
 
 
+@STAGE_11
 def test_access_log_that_cannot_be_opened(rsp, tmp_path):
     """An access_log in a directory that does not exist: rsp -t refuses the
     config (exit 1, one line naming the file and the setting), and a start
@@ -308,12 +319,15 @@ def test_access_log_that_cannot_be_opened(rsp, tmp_path):
     assert any("access_log" in line and log in line for line in started.stderr.splitlines()), started.stderr
 
 
-def test_operations_settings_accepted(backend, start_proxy, tmp_path):
-    """Fractions of a second, 0, and both log formats are accepted."""
-    for options in ({"shutdown_timeout": 0.25, "access_log_format": "combined"},
-                    {"shutdown_timeout": 0, "access_log_format": "timed",
-                     "access_log": str(tmp_path / "a.log")}):
-        proxy = start_proxy(backend, **options)
+@pytest.mark.parametrize("with_log", [False, pytest.param(True, marks=STAGE_11)],
+                         ids=["shutdown_timeout", "with-log-formats"])
+def test_operations_settings_accepted(backend, start_proxy, tmp_path, with_log):
+    """shutdown_timeout takes fractions of a second and 0; from stage 11,
+    both log formats are accepted too."""
+    for options, log in (({"shutdown_timeout": 0.25}, {"access_log_format": "combined"}),
+                         ({"shutdown_timeout": 0}, {"access_log_format": "timed",
+                                                    "access_log": str(tmp_path / "a.log")})):
+        proxy = start_proxy(backend, **options, **(log if with_log else {}))
         assert_serves(proxy)
 
 
@@ -653,7 +667,7 @@ def test_shutdown_timeout_ends_endless_response(make_raw_backend, start_proxy, t
     assert r.status == 200, r
 
 
-# -- privileges --------------------------------------------------------------------------
+# -- privileges (stage 11) ----------------------------------------------------------------
 
 def free_privileged_port():
     """A loopback port below 1024 that nothing is bound to, or None."""
@@ -676,6 +690,7 @@ def proc_ids(pid, field):
     raise AssertionError(f"no {field} line in /proc/{pid}/status")
 
 
+@STAGE_11
 def test_drops_privileges_to_user(backend, start_proxy):
     """Started as root with user = "nobody", rsp binds its port (one below
     1024, which only root may bind), then runs as nobody: real, effective,
@@ -692,6 +707,7 @@ def test_drops_privileges_to_user(backend, start_proxy):
     assert_serves(proxy)
 
 
+@STAGE_11
 def test_dropped_user_can_reopen_its_access_log(backend, start_proxy):
     """Started as root with user = "nobody" and an access log that does
     not exist yet: rsp creates the file as root, hands it to nobody before
@@ -729,6 +745,7 @@ def unit_capabilities():
     raise AssertionError(f"no CapabilityBoundingSet line in {unit}")
 
 
+@STAGE_11
 @pytest.mark.parametrize("log_exists", [False, True], ids=["new-log", "log-already-the-users"])
 def test_starts_with_the_units_capabilities(rsp, backend, tmp_path, log_exists):
     """Started as root with only the capabilities the systemd unit leaves
@@ -769,6 +786,7 @@ def test_starts_with_the_units_capabilities(rsp, backend, tmp_path, log_exists):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@STAGE_11
 def test_unknown_user_refused(rsp, tmp_path):
     """As root, a user that does not exist is a config error naming the
     setting."""

@@ -1,6 +1,8 @@
-/* rsp.c -- stage 10: rsp can be operated: reloaded without dropping
- * anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT), its access log
- * reopened (SIGUSR1); it checks a config (-t) and drops root (user).
+/* rsp.c -- stage 11: rsp keeps an access log (reopened on SIGUSR1) and
+ * runs as a service: started as root, it drops to `user` once listening,
+ * and it raises its limit of open files. As in stage 10 it reloads
+ * without dropping anyone (SIGHUP), stops gracefully (SIGTERM, SIGINT)
+ * and checks a config (-t).
  *
  * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v */
 #include "access_log.h"
