@@ -1,4 +1,4 @@
-"""The status listener (stage 11): status_listen opens a listener of its
+"""The status listener (stage 12): status_listen opens a listener of its
 own (loopback unless status_public) serving an HTML page at /, the
 counters as JSON at /status.json and in Prometheus's text format at
 /metrics; nothing else (404), GET and HEAD only (405 with Allow), a
@@ -22,6 +22,11 @@ Label values needing escapes (a quote, a backslash, a newline) cannot
 arise from a config rsp accepts (backend, pool and site names are host
 names, addresses and [A-Za-z0-9_.-]), so their escaping is tested in the
 parser's own tests only.
+
+Stage 12 is one process: status.json has no "workers" and /metrics no
+rsp_workers or rsp_worker_restarts_total (both checked absent); they come
+with the workers of stage 13, whose figures are checked added up across
+two workers.
 
 Counters change when a response ends, which the client may see a moment
 before rsp has counted it: every read of a counter that must have moved
@@ -56,7 +61,7 @@ from promparse import PromParseError, parse as parse_metrics, samples, value
 from proxy import backend_address, proxy_arguments, run_rsp, tcp_socket_fds
 from test_workers import owners, started_workers
 
-pytestmark = pytest.mark.stage(13)
+pytestmark = pytest.mark.stage(12)
 
 # The version status.json reports, by stage (rsp -v says the same: test_operations.py).
 VERSIONS = {n: f"0.{n}.0" for n in range(12, 100)}
@@ -84,6 +89,9 @@ FAMILIES = {
     "rsp_worker_restarts_total": ("counter", set()),
     "rsp_start_time_seconds": ("gauge", set()),
 }
+# The families and the status.json field that stage 13's workers add.
+WORKER_FAMILIES = ("rsp_workers", "rsp_worker_restarts_total")
+WORKERS_STAGE = 13
 # Families whose samples are there from the start, whatever the traffic.
 ALWAYS = ("rsp_backend_up", "rsp_backend_requests_total", "rsp_backend_in_flight", "rsp_connections",
           "rsp_requests_in_flight", "rsp_bytes_total", "rsp_timeouts_total", "rsp_config_reloads_total",
@@ -97,6 +105,17 @@ def _note_stage(rsp):
     """Notes the stage under test, for version_of()."""
     global _stage_under_test
     _stage_under_test = rsp.stage
+
+
+def has_workers():
+    """True if the stage under test has worker processes (and so reports
+    on them: status.json's "workers", WORKER_FAMILIES)."""
+    return _stage_under_test >= WORKERS_STAGE
+
+
+def families_expected():
+    """FAMILIES, less WORKER_FAMILIES before the workers' stage."""
+    return {n: f for n, f in FAMILIES.items() if has_workers() or n not in WORKER_FAMILIES}
 
 
 def version_of(proxy):
@@ -300,8 +319,8 @@ def check_shape(doc, proxy):
     requests_total is the sum over sites and over classes, each site's
     requests the sum of its codes. Returns the document."""
     fields = ("version", "pid", "started_at", "uptime_seconds", "generation", "generation_loaded_at", "reloads",
-              "workers", "connections", "requests_in_flight", "requests_total", "requests_by_class", "timeouts",
-              "bytes", "sites", "pools", "history")
+              "connections", "requests_in_flight", "requests_total", "requests_by_class", "timeouts",
+              "bytes", "sites", "pools", "history") + (("workers",) if has_workers() else ())
     missing = [f for f in fields if f not in doc]
     assert not missing, f"/status.json lacks {missing}: {doc}"
     assert doc["version"] == version_of(proxy), doc["version"]
@@ -313,10 +332,13 @@ def check_shape(doc, proxy):
     assert doc["generation"] >= 1
     assert set(doc["reloads"]) >= {"ok", "failed"} and all(is_int(doc["reloads"][k]) for k in ("ok", "failed")), \
         doc["reloads"]
-    workers = doc["workers"]
-    assert set(workers) >= {"configured", "pids", "restarts"}, workers
-    assert is_int(workers["configured"]) and is_int(workers["restarts"]), workers
-    assert isinstance(workers["pids"], list) and all(is_int(p) for p in workers["pids"]), workers
+    if has_workers():
+        workers = doc["workers"]
+        assert set(workers) >= {"configured", "pids", "restarts"}, workers
+        assert is_int(workers["configured"]) and is_int(workers["restarts"]), workers
+        assert isinstance(workers["pids"], list) and all(is_int(p) for p in workers["pids"]), workers
+    else:
+        assert "workers" not in doc, f"stage {_stage_under_test} has no workers to report: {doc['workers']}"
     assert set(doc["requests_by_class"]) == set(CLASSES), doc["requests_by_class"]
     assert all(is_int(v) and v >= 0 for v in doc["requests_by_class"].values()), doc["requests_by_class"]
     assert set(doc["timeouts"]) == set(TIMEOUT_KINDS), doc["timeouts"]
@@ -388,7 +410,10 @@ def assert_metrics_match(families, doc):
     for name, family in families.items():
         assert family["help"], f"family {name} has no HELP (or an empty one)"
         assert family["type"] is not None, f"family {name} has no TYPE"
-    for name, (kind, labels) in FAMILIES.items():
+    if not has_workers():
+        extra = [name for name in WORKER_FAMILIES if name in families]
+        assert not extra, f"stage {_stage_under_test} has no workers, yet /metrics has {extra}"
+    for name, (kind, labels) in families_expected().items():
         if name not in families and name not in ALWAYS and not doc["requests_total"]:
             continue  # no sample yet: HELP and TYPE alone may be left out
         assert name in families, f"/metrics lacks the family {name}: it has {sorted(families)}"
@@ -428,10 +453,11 @@ def assert_metrics_match(families, doc):
     assert {l["result"]: v for l, v in samples(families, "rsp_config_reloads_total")} == \
         {"ok": doc["reloads"]["ok"], "failed": doc["reloads"]["failed"]}
     assert value(families, "rsp_config_generation") == doc["generation"]
-    workers = doc["workers"]
-    live = 1 if workers["configured"] == 1 else len(workers["pids"])
-    assert value(families, "rsp_workers") == live
-    assert value(families, "rsp_worker_restarts_total") == workers["restarts"]
+    if has_workers():
+        workers = doc["workers"]
+        live = 1 if workers["configured"] == 1 else len(workers["pids"])
+        assert value(families, "rsp_workers") == live
+        assert value(families, "rsp_worker_restarts_total") == workers["restarts"]
     assert abs(value(families, "rsp_start_time_seconds") - doc["started_at"]) < 0.01, \
         (value(families, "rsp_start_time_seconds"), doc["started_at"])
 
@@ -498,8 +524,8 @@ def listening_ports(pid):
 
 def test_status_json_at_start(make_backend, start_proxy):
     """Right after start: every field of the spec with its type; the
-    version, the pid of rsp (one process: workers configured 1, no pids,
-    no restarts), started_at at the start, generation 1, no reload,
+    version, the pid of rsp (one process; from stage 13: workers configured
+    1, no pids, no restarts), started_at at the start, generation 1, no reload,
     nothing counted (the status requests themselves are not traffic),
     every site of the config listed with zero counts ("-" not yet), every
     pool (the default site's "default", a named pool by its name, a site's
@@ -516,7 +542,8 @@ def test_status_json_at_start(make_backend, start_proxy):
     assert doc["generation"] == 1
     assert doc["started_at"] - 1 <= doc["generation_loaded_at"] <= after + 1, doc
     assert doc["reloads"] == {"ok": 0, "failed": 0}
-    assert doc["workers"] == {"configured": 1, "pids": [], "restarts": 0}
+    if has_workers():
+        assert doc["workers"] == {"configured": 1, "pids": [], "restarts": 0}
     assert doc["uptime_seconds"] <= time.time() - before + 1, doc["uptime_seconds"]
     assert (doc["connections"], doc["requests_in_flight"], doc["requests_total"]) == (0, 0, 0), doc
     assert doc["requests_by_class"] == dict.fromkeys(CLASSES, 0)
@@ -831,6 +858,7 @@ def get_ok(proxy, host):
     return r.header("X-Backend")
 
 
+@pytest.mark.stage(13)
 def test_counters_add_up_across_workers(make_backend, start_proxy):
     """workers = 2, served by the master's status listener: 48 keep-alive
     connections opened one after another and held (the workers take turns
@@ -969,9 +997,10 @@ def test_metrics_families(make_backend, start_proxy):
     assert traffic.get("/echo", "a.test").status == 200
     doc = settled_status(proxy, 3)
     families = metrics(proxy)
-    assert set(families) >= set(FAMILIES), f"missing: {sorted(set(FAMILIES) - set(families))}"
-    for name in ("rsp_connections", "rsp_requests_in_flight", "rsp_config_generation", "rsp_workers",
-                 "rsp_worker_restarts_total", "rsp_start_time_seconds"):
+    expected = families_expected()
+    assert set(families) >= set(expected), f"missing: {sorted(set(expected) - set(families))}"
+    for name in ("rsp_connections", "rsp_requests_in_flight", "rsp_config_generation", "rsp_start_time_seconds") + \
+            (WORKER_FAMILIES if has_workers() else ()):
         assert len(families[name]["samples"]) == 1, f"{name}: {families[name]['samples']}"
     assert {l["direction"] for l, _ in samples(families, "rsp_bytes_total")} == {"in", "out"}
     assert {l["kind"] for l, _ in samples(families, "rsp_timeouts_total")} == set(TIMEOUT_KINDS)
@@ -984,7 +1013,8 @@ def test_metrics_families(make_backend, start_proxy):
     assert sum(v for _, v in samples(families, "rsp_backend_requests_total")) == 3
     assert sum(v for _, v in samples(families, "rsp_requests_total")) == 3
     assert value(families, "rsp_requests_total", site="b.test", code="404") == 1
-    assert value(families, "rsp_workers") == 1 and value(families, "rsp_worker_restarts_total") == 0
+    if has_workers():
+        assert value(families, "rsp_workers") == 1 and value(families, "rsp_worker_restarts_total") == 0
     assert value(families, "rsp_config_generation") == 1
     assert_metrics_match(families, doc)
 
@@ -1219,9 +1249,17 @@ STATUS_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("options, setting, words", [e[1:] for e in STATUS_ERRORS], ids=[e[0] for e in STATUS_ERRORS])
+def staged(entries):
+    """pytest params of (id, options, ...) entries: those setting workers or
+    reuseport apply from stage 13, the others from stage 12."""
+    return [pytest.param(*e[1:], id=e[0],
+                         marks=pytest.mark.stage(WORKERS_STAGE) if set(e[1]) & {"workers", "reuseport"} else ())
+            for e in entries]
+
+
+@pytest.mark.parametrize("options, setting, words", staged(STATUS_ERRORS))
 def test_bad_status_setting(rsp, tmp_path, options, setting, words):
-    """A bad stage 11 setting: rsp -t exits 1 with one line naming the file
+    """A bad setting of stage 12 (or 13): rsp -t exits 1 with one line naming the file
     and the setting in quotes (for a non-loopback status_listen, saying it
     is not a loopback address and naming status_public); a start gives
     the very same line."""
@@ -1252,7 +1290,7 @@ GOOD_SETTINGS = [
 ]
 
 
-@pytest.mark.parametrize("options", [g[1] for g in GOOD_SETTINGS], ids=[g[0] for g in GOOD_SETTINGS])
+@pytest.mark.parametrize("options", staged(GOOD_SETTINGS))
 def test_good_status_setting(rsp, tmp_path, options):
     """Each form the spec allows passes rsp -t ("rsp: PATH: ok")."""
     path = write_config(rsp, tmp_path, LISTEN_PORT, options)

@@ -1,4 +1,4 @@
-"""Workers (stage 11): with `workers = N` (N >= 2, or "auto": one per
+"""Workers (stage 13): with `workers = N` (N >= 2, or "auto": one per
 online CPU) the process started is a master that forks N workers serving
 the clients, sharing one listening socket (EPOLLEXCLUSIVE) or, with
 `reuseport = true`, each on a socket of its own (SO_REUSEPORT). The
@@ -9,7 +9,7 @@ SIGHUP (an in-place reload of every worker; a new set of workers if
 and SIGUSR1 (every worker reopens the access log) on to them, runs the
 active health checks itself and shares passive health; a worker exits
 when the master dies. `workers = 1` (the default) is one process, as in
-stage 10.
+stage 12.
 
 Which worker holds a client connection is read from /proc: the proxy's
 end of the connection is the TCP socket whose local port is the listen
@@ -366,7 +366,7 @@ def write_config(rsp, proxy, tmp_path, backends, port=None, **options):
 @pytest.mark.parametrize("workers", [None, 1], ids=["default", "workers=1"])
 def test_one_worker_means_no_master(backend, start_proxy, workers):
     """Without workers, or with workers = 1, rsp is one process as in
-    stage 10: no child process, no `worker N started` line, and it serves."""
+    stage 12: no child process, no `worker N started` line, and it serves."""
     options = {} if workers is None else {"workers": workers}
     proxy = start_proxy(backend, **options)
     assert served_by(get(proxy.port, "/echo")) == "a"

@@ -1,0 +1,106 @@
+/* config_scaling.c -- the settings of chapter 12: the status listener
+ * (status_listen, status_public). (Chapter 13 adds the worker processes
+ * here.) */
+#include "config_read.h"
+
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <lauxlib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* True if every address host resolves to is a loopback one (127.0.0.0/8,
+ * ::1): the status page tells a stranger which backends are down and how
+ * busy the site is, so by default only this machine may ask. */
+static bool only_loopback(const char *host)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *list, *a;
+    bool loopback = true;
+
+    if (getaddrinfo(host, NULL, &hints, &list) != 0)
+        return false;
+    for (a = list; a != NULL && loopback; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            const struct sockaddr_in *v4 = (const struct sockaddr_in *)a->ai_addr;
+            loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a->ai_addr;
+            loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+        } else {
+            loopback = false;
+        }
+    }
+    freeaddrinfo(list);
+    return loopback;
+}
+
+/* status_listen = 9090 | "9090" | "HOST:PORT" | "[::1]:PORT". A port
+ * alone means 127.0.0.1. */
+static int read_status_listen(lua_State *L, const char *path, struct scaling *s)
+{
+    char host[256] = "127.0.0.1";
+    const char *port = NULL;
+    char number[16];
+    int rc = -1;
+
+    config_global(L, "status_listen");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_type(L, -1) == LUA_TNUMBER) {
+        lua_Number value = lua_tonumber(L, -1);
+        if (value >= 1 && value <= 65535 && value == (lua_Number)(int)value) {
+            snprintf(number, sizeof number, "%d", (int)value);
+            port = number;
+        }
+    } else if (lua_type(L, -1) == LUA_TSTRING && strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
+        const char *text = lua_tostring(L, -1);
+        if (net_parse_port(text) != -1)
+            port = text;
+        else if (config_split_host_port(text, host, sizeof host, &port) == -1)
+            port = NULL;
+    }
+    if (port == NULL || net_parse_port(port) == -1) {
+        config_error(path, "setting 'status_listen' must be a port or \"ADDRESS:PORT\" "
+                           "(like \"127.0.0.1:9090\")");
+    } else if (!s->status_public && !only_loopback(host)) {
+        config_error(path, "setting 'status_listen': %s is not a loopback address; the status "
+                           "page is for this machine only, unless status_public = true", host);
+    } else if ((s->status_host = strdup(host)) == NULL) {
+        config_error(path, "out of memory");
+    } else {
+        snprintf(s->status_port, sizeof s->status_port, "%d", net_parse_port(port));
+        rc = 0;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* The same address and port as `listen` would be one socket for two jobs. */
+static bool same_as_listen(const struct config *c)
+{
+    const char *listen_host = c->listen_host != NULL ? c->listen_host : "";
+
+    return strcmp(c->scaling.status_port, c->listen_port) == 0 &&
+           (c->listen_host == NULL || strcmp(listen_host, c->scaling.status_host) == 0);
+}
+
+int config_read_scaling(lua_State *L, const char *path, struct config *config)
+{
+    struct scaling *s = &config->scaling;
+
+    if (config_read_boolean(L, path, "status_public", &s->status_public) == -1 ||
+        read_status_listen(L, path, s) == -1)
+        return -1;
+    if (s->status_host != NULL && same_as_listen(config)) {
+        config_error(path, "setting 'status_listen' must not be the address 'listen' serves (%s)",
+                     config->listen_port);
+        return -1;
+    }
+    return 0;
+}
