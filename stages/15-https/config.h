@@ -44,7 +44,7 @@ struct scaling {
 
 struct tls_context;
 
-/* HTTPS (chapter 12). */
+/* HTTPS (chapters 14 and 15). */
 struct tls_settings {
     struct tls_context *context; /* the certificates (tls.h); NULL: no `tls` */
     char *listen_host;          /* tls.listen's address; NULL: every address */
