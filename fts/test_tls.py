@@ -5,8 +5,8 @@ or an unknown name), ALPN http/1.1 only, session tickets; requests over it
 reach the backends with X-Forwarded-Proto: https and Forwarded:
 ...;proto=https, and its responses carry Strict-Transport-Security when
 `hsts` is set (stage 15 on). From stage 15 too, `redirect_http` turns
-the plain listener into 301s to https:// (except ACME challenges), and
-`acme_webroot` makes it serve
+the plain listener into redirects to https:// (301 for GET and HEAD, 308
+for other methods; never ACME challenges), and `acme_webroot` makes it serve
 /.well-known/acme-challenge/TOKEN from certbot's webroot, refusing every
 other name under that path (404) and every other method (405).
 
@@ -613,6 +613,43 @@ def test_redirect_http(backend, start_proxy, certs, host, target, location):
     assert r.framing == "length" and r.complete, r
     assert int(r.header("Content-Length")) == len(r.body)
     assert sts(r) == [], r.headers
+    assert backend.requests == 0
+
+
+# (method, the status of its redirect, the request body sent)
+REDIRECT_METHODS = [
+    ("GET", 301, b""),
+    ("HEAD", 301, b""),
+    ("POST", 308, b"user=alice&password=hunter2"),
+    ("PUT", 308, b"a new page"),
+    ("PATCH", 308, b"a change"),
+    ("DELETE", 308, b""),
+    ("OPTIONS", 308, b""),
+]
+
+
+@pytest.mark.stage(15)
+@pytest.mark.parametrize("method, status, body", REDIRECT_METHODS, ids=[m[0] for m in REDIRECT_METHODS])
+def test_redirect_keeps_the_method(backend, start_proxy, certs, method, status, body):
+    """redirect_http = true: GET and HEAD get a 301, every other method a
+    308 (Permanent Redirect) with the same Location. After a 301 a browser
+    repeats a POST as a GET and drops its body; after a 308 it repeats the
+    request as it was. No backend sees the request, its body included,
+    and the next request on the connection gets its own answer."""
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www], redirect_http=True)
+    location = f"https://{WWW}:{proxy.tls_port}/login?next=%2Fhome"
+    with Conn(proxy.port, host=WWW) as c:
+        r = c.request(method, "/login?next=%2Fhome", body=body)
+        assert r.status == status, f"{method}: {r!r} {r.raw[:300]!r}"
+        assert r.header("Location") == location, r.headers
+        if method == "HEAD":
+            assert r.body == b"", r.raw[:300]
+        else:
+            assert r.framing == "length" and r.complete, r
+        if "close" not in r.connection_tokens():
+            after = c.get("/after")
+            assert after.status == 301, after.raw[:300]
+            assert after.header("Location") == f"https://{WWW}:{proxy.tls_port}/after", after.headers
     assert backend.requests == 0
 
 
