@@ -1,4 +1,4 @@
-"""Let's Encrypt's way, end to end (stage 12): certbot gets a certificate
+"""Let's Encrypt's way, end to end (stage 15): certbot gets a certificate
 from a real ACME server through rsp's acme_webroot, and its deploy hook
 makes rsp serve it.
 

@@ -1,11 +1,12 @@
-"""HTTPS (stage 12): the `tls` table opens a second listener speaking TLS
+"""HTTPS (stages 14 and 15): the `tls` table opens a second listener speaking TLS
 1.2 and 1.3 (never 1.0 or 1.1), with a certificate per name picked by SNI
 (a wildcard covering exactly one label; the first certificate for no SNI
 or an unknown name), ALPN http/1.1 only, session tickets; requests over it
 reach the backends with X-Forwarded-Proto: https and Forwarded:
 ...;proto=https, and its responses carry Strict-Transport-Security when
-`hsts` is set. `redirect_http` turns the plain listener into 301s to
-https:// (except ACME challenges), and `acme_webroot` makes it serve
+`hsts` is set (stage 15 on). From stage 15 too, `redirect_http` turns
+the plain listener into redirects to https:// (301 for GET and HEAD, 308
+for other methods; never ACME challenges), and `acme_webroot` makes it serve
 /.well-known/acme-challenge/TOKEN from certbot's webroot, refusing every
 other name under that path (404) and every other method (405).
 
@@ -64,7 +65,7 @@ pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup
 from tlsutil import (EXPIRED_AT, TLSConn, cert_names, client_hello, handshake_only, https_get,  # noqa: E402
                      https_request, old_protocol_context, session_ca, tls_connect)
 
-pytestmark = pytest.mark.stage(15)
+pytestmark = pytest.mark.stage(14)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -542,6 +543,7 @@ def test_forwarded_proto_on_a_kept_tls_connection(backend, start_proxy, certs, c
             assert got.get("forwarded") == [f"for=127.0.0.1;proto=https;host={WWW}"], (i, got)
 
 
+@pytest.mark.stage(15)
 def test_hsts_on_https_responses_only(make_keepalive_backend, start_proxy, certs, ctx):
     """hsts = 31536000: every HTTPS response carries exactly one
     Strict-Transport-Security: max-age=31536000 (a backend's 200, 404,
@@ -570,6 +572,7 @@ def test_hsts_on_https_responses_only(make_keepalive_backend, start_proxy, certs
     assert r.status == 421 and sts(r) == [], r.headers
 
 
+@pytest.mark.stage(15)
 @pytest.mark.parametrize("hsts", [0, None], ids=["zero", "absent"])
 def test_no_hsts_by_default(backend, start_proxy, certs, ctx, hsts):
     """hsts = 0, or no hsts at all: no Strict-Transport-Security header."""
@@ -593,6 +596,7 @@ REDIRECTS = [
 ]
 
 
+@pytest.mark.stage(15)
 @pytest.mark.parametrize("host, target, location", [r[1:] for r in REDIRECTS], ids=[r[0] for r in REDIRECTS])
 def test_redirect_http(backend, start_proxy, certs, host, target, location):
     """redirect_http = true: a plain request gets a complete 301 (a body
@@ -612,6 +616,44 @@ def test_redirect_http(backend, start_proxy, certs, host, target, location):
     assert backend.requests == 0
 
 
+# (method, the status of its redirect, the request body sent)
+REDIRECT_METHODS = [
+    ("GET", 301, b""),
+    ("HEAD", 301, b""),
+    ("POST", 308, b"user=alice&password=hunter2"),
+    ("PUT", 308, b"a new page"),
+    ("PATCH", 308, b"a change"),
+    ("DELETE", 308, b""),
+    ("OPTIONS", 308, b""),
+]
+
+
+@pytest.mark.stage(15)
+@pytest.mark.parametrize("method, status, body", REDIRECT_METHODS, ids=[m[0] for m in REDIRECT_METHODS])
+def test_redirect_keeps_the_method(backend, start_proxy, certs, method, status, body):
+    """redirect_http = true: GET and HEAD get a 301, every other method a
+    308 (Permanent Redirect) with the same Location. After a 301 a browser
+    repeats a POST as a GET and drops its body; after a 308 it repeats the
+    request as it was. No backend sees the request, its body included,
+    and the next request on the connection gets its own answer."""
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www], redirect_http=True)
+    location = f"https://{WWW}:{proxy.tls_port}/login?next=%2Fhome"
+    with Conn(proxy.port, host=WWW) as c:
+        r = c.request(method, "/login?next=%2Fhome", body=body)
+        assert r.status == status, f"{method}: {r!r} {r.raw[:300]!r}"
+        assert r.header("Location") == location, r.headers
+        if method == "HEAD":
+            assert r.body == b"", r.raw[:300]
+        else:
+            assert r.framing == "length" and r.complete, r
+        if "close" not in r.connection_tokens():
+            after = c.get("/after")
+            assert after.status == 301, after.raw[:300]
+            assert after.header("Location") == f"https://{WWW}:{proxy.tls_port}/after", after.headers
+    assert backend.requests == 0
+
+
+@pytest.mark.stage(15)
 def test_redirect_to_port_443_names_no_port(backend, start_proxy, certs):
     """With tls.listen on port 443 the Location has no port:
     https://HOST/path?query. (Needs port 443 on 127.0.0.1: skipped when
@@ -629,6 +671,7 @@ def test_redirect_to_port_443_names_no_port(backend, start_proxy, certs):
     assert backend.requests == 0
 
 
+@pytest.mark.stage(15)
 def test_redirect_without_host_is_400(backend, start_proxy, certs):
     """redirect_http = true and an HTTP/1.0 request without Host: nowhere
     to redirect to, so rsp's own 400."""
@@ -638,6 +681,7 @@ def test_redirect_without_host_is_400(backend, start_proxy, certs):
     assert backend.requests == 0
 
 
+@pytest.mark.stage(15)
 def test_redirect_keeps_the_connection(backend, start_proxy, certs):
     """Two pipelined requests on one plain connection: each gets a whole
     301 to its own path; the connection then stays usable (or, if rsp
@@ -658,6 +702,7 @@ def test_redirect_keeps_the_connection(backend, start_proxy, certs):
     assert backend.requests == 0
 
 
+@pytest.mark.stage(15)
 def test_redirect_head_has_no_body(backend, start_proxy, certs):
     """A HEAD on the plain listener gets the 301's head (Location,
     Content-Length) and not its body: the next request on the connection
@@ -675,6 +720,7 @@ def test_redirect_head_has_no_body(backend, start_proxy, certs):
     assert backend.requests == 0
 
 
+@pytest.mark.stage(15)
 def test_no_redirect_over_tls_nor_by_default(backend, start_proxy, certs, ctx):
     """redirect_http = true redirects plain requests only: HTTPS requests
     reach the backend. Without redirect_http (false by default) plain
@@ -686,6 +732,7 @@ def test_no_redirect_over_tls_nor_by_default(backend, start_proxy, certs, ctx):
     assert backend.hits["/bytes"] == 2
 
 
+@pytest.mark.stage(15)
 def test_redirect_leaves_acme_challenges_to_the_backend(backend, start_proxy, certs):
     """redirect_http = true without acme_webroot: a request under
     /.well-known/acme-challenge/ is not redirected but forwarded (an
@@ -720,6 +767,7 @@ def assert_no_secret(r):
     assert b"SECRET" not in r.raw, f"a secret file was served: {r.raw[:300]!r}"
 
 
+@pytest.mark.stage(15)
 def test_acme_challenge_served(backend, start_proxy, certs, ctx, webroot):
     """GET /.well-known/acme-challenge/TOKEN on the plain listener serves
     the file certbot wrote there (made after rsp started): 200,
@@ -743,6 +791,7 @@ def test_acme_challenge_served(backend, start_proxy, certs, ctx, webroot):
     assert backend.requests == 0
 
 
+@pytest.mark.stage(15)
 def test_acme_challenge_head_and_keepalive(backend, start_proxy, certs, webroot):
     """HEAD gives the same status and headers without a body (the next
     response on the connection is read right after the head); a GET on
@@ -846,6 +895,7 @@ def hostile_acme_failures(proxy, backend, ctx, cases):
     return failures
 
 
+@pytest.mark.stage(15)
 def test_acme_refuses_everything_but_a_token_file(backend, start_proxy, certs, ctx, webroot):
     """Under /.well-known/acme-challenge/ only a regular file whose name
     is a token ([A-Za-z0-9_-]+) is served: a missing one, an empty name,
@@ -862,6 +912,7 @@ def test_acme_refuses_everything_but_a_token_file(backend, start_proxy, certs, c
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.stage(15)
 def test_acme_encoded_slash_is_404(backend, start_proxy, certs, ctx, webroot):
     """An encoded slash in a challenge name (sub%2Ftoken, ..%2F..%2F...)
     gets the 404 of any name outside the token alphabet, from rsp, and
@@ -872,6 +923,7 @@ def test_acme_encoded_slash_is_404(backend, start_proxy, certs, ctx, webroot):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.stage(15)
 def test_acme_fifo_does_not_hang(backend, start_proxy, certs, ctx, webroot):
     """A FIFO named like a token: rsp answers 404 at once (it must not
     block opening or reading it: that would stop the whole reactor), and
@@ -893,6 +945,7 @@ def test_acme_fifo_does_not_hang(backend, start_proxy, certs, ctx, webroot):
             pass
 
 
+@pytest.mark.stage(15)
 def test_acme_other_methods_405(backend, start_proxy, certs, ctx, webroot):
     """POST, PUT, DELETE, OPTIONS and PATCH on a challenge path (an
     existing token or not): 405 with Allow: GET, HEAD; no backend sees
@@ -911,6 +964,7 @@ def test_acme_other_methods_405(backend, start_proxy, certs, ctx, webroot):
             backend.hits.clear()
 
 
+@pytest.mark.stage(15)
 def test_acme_only_under_the_challenge_path(backend, start_proxy, certs, webroot):
     """Only /.well-known/acme-challenge/... is rsp's: /.well-known/other,
     /.well-known/acme-challengeX/TOKEN and ordinary paths go to the
@@ -924,6 +978,7 @@ def test_acme_only_under_the_challenge_path(backend, start_proxy, certs, webroot
     assert backend.requests == 4
 
 
+@pytest.mark.stage(15)
 def test_acme_with_redirect_http(backend, start_proxy, certs, ctx, webroot):
     """redirect_http and acme_webroot together (the usual setup): a token
     is served on the plain listener, a missing token is a 404 (not a
@@ -1502,17 +1557,19 @@ def test_reload_picks_up_a_renewed_certificate(backend, start_proxy, rsp, ca, ct
 
 
 def test_reload_adds_a_certificate_and_hsts(backend, start_proxy, rsp, certs, ca, any_name_ctx, tmp_path):
-    """A reload whose config adds a second certificate and sets hsts:
-    new connections with that SNI get it, and responses carry the header."""
+    """A reload whose config adds a second certificate and (from stage 15)
+    sets hsts: new connections with that SNI get it, and responses carry
+    the header."""
     proxy = start_tls(start_proxy, backend, certificates=[certs.www])
     assert handshake_only(proxy.tls_port, any_name_ctx, "other.test").peer_fingerprint == certs.www.fingerprint
-    tls = {"listen": f"{LOOPBACK}:{proxy.tls_port}", "certificates": [certs.www.entry(), certs.other.entry()],
-           "hsts": 600}
+    tls = {"listen": f"{LOOPBACK}:{proxy.tls_port}", "certificates": [certs.www.entry(), certs.other.entry()]}
+    if rsp.stage >= 15:
+        tls["hsts"] = 600
     rewrite_config(rsp, proxy, tmp_path, [backend], tls=tls)
     sighup(proxy, 2)
     r = https_get(proxy.tls_port, "/bytes?n=10", any_name_ctx, "other.test")
     assert r.peer_fingerprint == certs.other.fingerprint
-    assert sts(r) == ["max-age=600"], r.headers
+    assert sts(r) == (["max-age=600"] if rsp.stage >= 15 else []), r.headers
     assert handshake_only(proxy.tls_port, any_name_ctx, WWW).peer_fingerprint == certs.www.fingerprint
 
 
@@ -1695,6 +1752,9 @@ TLS_ERRORS = [
     ("redirect-number", lambda f: {"tls": tls_table(f, redirect_http=1)}, "tls.redirect_http", ()),
     ("unknown-field", lambda f: {"tls": tls_table(f, lisen=TLS_PORT)}, None, ("tls", "lisen")),
     ("tls-not-a-table", lambda f: {"tls": TLS_PORT}, "tls", ()),
+    ("hsts-before-stage-15", lambda f: {"tls": tls_table(f, hsts=HSTS)}, None, ("tls", "hsts")),
+    ("redirect-before-stage-15", lambda f: {"tls": tls_table(f, redirect_http=True)}, None,
+     ("tls", "redirect_http")),
     ("acme-missing", lambda f: {"acme_webroot": f.missing}, "acme_webroot", ()),
     ("acme-a-file", lambda f: {"acme_webroot": f.file}, "acme_webroot", ()),
     ("acme-number", lambda f: {"acme_webroot": 5}, "acme_webroot", ()),
@@ -1704,12 +1764,21 @@ TLS_ERRORS = [
 ]
 
 
+def stages_of(name):
+    """The stage marks of a TLS_ERRORS or GOOD_TLS entry: hsts, redirect_http
+    and acme_webroot come with stage 15; before it, they are unknown fields."""
+    if name.endswith("-before-stage-15"):
+        return [pytest.mark.stage(14, 14)]
+    return [pytest.mark.stage(15)] if name.startswith(("hsts", "redirect", "acme")) else []
+
+
 def write_config(rsp, tmp_path, options):
     (path,) = proxy_arguments(rsp.stage, LISTEN_PORT, [B], str(tmp_path), options)
     return path
 
 
-@pytest.mark.parametrize("make, setting, words", [e[1:] for e in TLS_ERRORS], ids=[e[0] for e in TLS_ERRORS])
+@pytest.mark.parametrize("make, setting, words",
+                         [pytest.param(*e[1:], id=e[0], marks=stages_of(e[0])) for e in TLS_ERRORS])
 def test_bad_tls_setting(rsp, tmp_path, files, make, setting, words):
     """A bad tls or acme_webroot setting: rsp -t exits 1 with one line on
     stderr naming the file and the setting in quotes (an unknown field:
@@ -1765,7 +1834,7 @@ GOOD_TLS = [
 ]
 
 
-@pytest.mark.parametrize("make", [g[1] for g in GOOD_TLS], ids=[g[0] for g in GOOD_TLS])
+@pytest.mark.parametrize("make", [pytest.param(g[1], id=g[0], marks=stages_of(g[0])) for g in GOOD_TLS])
 def test_good_tls_setting(rsp, tmp_path, files, make):
     """Each form the spec allows passes rsp -t ("rsp: PATH: ok"), silently."""
     path = write_config(rsp, tmp_path, make(files))

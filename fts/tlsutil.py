@@ -1,4 +1,4 @@
-"""TLS for the tests (stage 12): a throwaway certificate authority, the
+"""TLS for the tests (stages 14 and 15): a throwaway certificate authority, the
 certificates and keys rsp is configured with, and clients that speak
 HTTPS over raw sockets.
 

@@ -1,5 +1,5 @@
-/* config_tls.c -- the settings of chapter 12: tls (listen, certificates,
- * redirect_http, hsts) and acme_webroot. */
+/* config_tls.c -- the settings of chapters 14 and 15: tls (listen,
+ * certificates; redirect_http, hsts) and acme_webroot. */
 #include "config_read.h"
 
 #include "tls.h"

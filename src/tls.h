@@ -1,5 +1,5 @@
 /* tls.h -- HTTPS: the certificates a config serves, and the transport
- * that speaks TLS over a client's socket (chapter 12).
+ * that speaks TLS over a client's socket (chapter 14).
  *
  * A config generation loads its certificates into a tls_context: one
  * OpenSSL SSL_CTX per certificate, all set up alike (TLS 1.2 and 1.3,

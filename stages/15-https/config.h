@@ -44,12 +44,12 @@ struct scaling {
 
 struct tls_context;
 
-/* HTTPS (chapter 12). */
+/* HTTPS (chapters 14 and 15). */
 struct tls_settings {
     struct tls_context *context; /* the certificates (tls.h); NULL: no `tls` */
     char *listen_host;          /* tls.listen's address; NULL: every address */
     char listen_port[6];
-    bool redirect_http;         /* plain HTTP gets a 301 to https:// */
+    bool redirect_http;         /* plain HTTP gets a 301 (308) to https:// */
     char hsts_line[64];         /* "Strict-Transport-Security: max-age=N\r\n", or "" */
     char *acme_webroot;         /* NULL: ACME challenges are not served by rsp */
 };

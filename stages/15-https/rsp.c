@@ -1,6 +1,9 @@
-/* rsp.c -- stage 12: rsp serves HTTPS (tls, acme_webroot) beside plain
- * HTTP. As in stage 11 it shows what it does (status_listen) and uses
- * every core (workers); as in stage 10 it is reloaded without dropping
+/* rsp.c -- stage 15: rsp sends plain HTTP visitors to HTTPS
+ * (tls.redirect_http), asks browsers to stay there (tls.hsts) and answers
+ * the ACME challenges that get it certificates (acme_webroot). As in
+ * stage 14 it serves HTTPS (tls) beside plain HTTP; as in stage 13 it
+ * uses every core (workers); as in stage 12 it shows what it does
+ * (status_listen); as in stages 10 and 11 it is reloaded without dropping
  * anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT), its access log
  * reopened (SIGUSR1); it checks a config (-t) and drops root (user).
  *

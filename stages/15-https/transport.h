@@ -3,7 +3,7 @@
  * A connection (connection.h) never touches its socket itself: it asks
  * its transport to read, to write and to end the write side. The plain
  * transport is the socket's own system calls. A transport that encrypts
- * (TLS, chapter 12) keeps state of its own and may, now and then, need the
+ * (TLS, chapter 14) keeps state of its own and may, now and then, need the
  * other direction to make progress: a TLS read may have to write (a
  * handshake message), a TLS write may have to read first. It says so in
  * c->transport_wants, and the connection adds those events to what it

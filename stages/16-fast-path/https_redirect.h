@@ -1,6 +1,7 @@
 /* https_redirect.h -- what rsp answers by itself on its plain HTTP port
  * when it also serves HTTPS: ACME challenges from acme_webroot, and with
- * tls.redirect_http a 301 to the same URL over https. */
+ * tls.redirect_http a redirect to the same URL over https (301, or 308
+ * for a method other than GET and HEAD). */
 #ifndef RSP_HTTPS_REDIRECT_H
 #define RSP_HTTPS_REDIRECT_H
 

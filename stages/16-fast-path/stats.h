@@ -48,7 +48,7 @@ struct stats_row {
     _Atomic uint64_t bytes_out;     /* written to clients */
     _Atomic int64_t connections;    /* client connections open */
     _Atomic int64_t in_flight;      /* requests begun and not finished */
-    _Atomic uint64_t tls_handshakes; /* TLS handshakes completed (chapter 12) */
+    _Atomic uint64_t tls_handshakes; /* TLS handshakes completed (chapter 14) */
     _Atomic uint64_t tls_failures;  /* and failed */
     _Atomic uint64_t bytes_spliced; /* of bytes_out, those moved by splice (chapter 13) */
     _Atomic int64_t pipes;          /* pipes open for splice, in use or idle */
