@@ -18,6 +18,7 @@ The harness builds nothing: build the stage (make -C stages/NN-name, or
 make -C src) before running the suite.
 """
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import pytest
 
 from backends import HTTPBackend, KeepAliveBackend, Nginx, RawBackend
-from netutil import free_port
+from netutil import fixed_port_lock, free_port
 from pattern import pattern
 from proxy import Proxy, backend_address, proxy_arguments
 
@@ -192,6 +193,18 @@ def start_proxy(rsp, tmp_path):
         problems += proxy.check_and_stop()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def fixed_port():
+    """fixed_port(PORT) takes the lock every suite on this machine shares
+    for a port the test must use as it is (443: see
+    netutil.fixed_port_lock; it waits, bounded, while another suite's test
+    holds it) and keeps it until this test's teardown is over. Request it
+    before start_proxy: fixtures are torn down in reverse order, so the
+    lock then outlasts the proxy listening there."""
+    with contextlib.ExitStack() as held:
+        yield lambda port: held.enter_context(fixed_port_lock(port))
 
 
 # -- backends ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from backends import read_head
 from checks import LOG_LINE, assert_config_error, assert_serves, log_lines, nobody, served_by
 from client import Conn, Response, build_request, connect, get, recv_or_reset
 from load import SteadyLoad
-from netutil import LOOPBACK, free_port, is_listening, wait_for
+from netutil import LOOPBACK, free_port, is_listening, privileged_port, wait_for
 from pattern import assert_is_pattern
 from proxy import backend_address, is_sanitized, proxy_arguments, run_rsp, tcp_socket_fds, vm_rss
 
@@ -670,15 +670,9 @@ def test_shutdown_timeout_ends_endless_response(make_raw_backend, start_proxy, t
 # -- privileges (stage 11) ----------------------------------------------------------------
 
 def free_privileged_port():
-    """A loopback port below 1024 that nothing is bound to, or None."""
-    for port in range(1023, 600, -1):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((LOOPBACK, port))
-            except OSError:
-                continue
-            return port
-    return None
+    """A loopback port below 1024 that nothing is bound to, this suite's
+    alone (locked: see netutil.privileged_port), or None."""
+    return privileged_port()
 
 
 def proc_ids(pid, field):

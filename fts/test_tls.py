@@ -654,15 +654,11 @@ def test_redirect_keeps_the_method(backend, start_proxy, certs, method, status, 
 
 
 @pytest.mark.stage(15)
-def test_redirect_to_port_443_names_no_port(backend, start_proxy, certs):
+def test_redirect_to_port_443_names_no_port(fixed_port, backend, start_proxy, certs):
     """With tls.listen on port 443 the Location has no port:
-    https://HOST/path?query. (Needs port 443 on 127.0.0.1: skipped when
-    it cannot be bound.)"""
-    try:
-        with socket.create_server((LOOPBACK, 443)):
-            pass
-    except OSError as e:
-        pytest.skip(f"cannot bind {LOOPBACK}:443 here: {e}")
+    https://HOST/path?query. (Needs port 443 on 127.0.0.1: waits for the
+    other suites' tests using it; skipped where this user may not bind it.)"""
+    fixed_port(443)
     proxy = start_proxy(backend, tls={"listen": f"{LOOPBACK}:443", "certificates": [certs.www.entry()],
                                       "redirect_http": True})
     wait_until_listening(443, proxy.process, POLL_TIMEOUT, what="rsp's TLS listener")
