@@ -8,7 +8,7 @@
 # under strace -c too. Between the two, a client that stops reading
 # (demo/stall.py) holds a pipe until it hangs up. For each download: the download's sha256 against the
 # file's, status.json's "splice" figures, and the system calls rsp made.
-# From stages/13-*/demo or from src/demo (src holds the newest stage's demos).
+# From stages/16-*/demo or from src/demo (src holds the newest stage's demos).
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # System calls per request, counted with strace -c, for this stage's rsp
-# and, when it is built, for stage 12's, side by side. A backend
+# and, when it is built, for stage 15's, side by side. A backend
 # (demo/backend.py) serves a 600-byte page; a client (demo/load.py) asks
 # for it 2000 times on one keep-alive connection, then 300 times on a new
 # connection each, one request at a time; strace is attached to rsp
 # (strace -c -p PID) only while those requests run, so that the counts
 # divide exactly. Then one keep-alive request, call by call
 # (strace -yy), for each stage.
-# From stages/13-*/demo or from src/demo (src holds the newest stage's demos).
+# From stages/16-*/demo or from src/demo (src holds the newest stage's demos).
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
 command -v strace >/dev/null || demo_fail "this demo needs strace (apt-get install strace)"
 
-# Stage 12's binary, from stages/13-* (../15-https) or from src (../stages/15-https).
+# Stage 15's binary, from stages/16-* (../15-https) or from src (../stages/15-https).
 old=../15-https/rsp
 [ -x "$old" ] || old=../stages/15-https/rsp
 demo_site
@@ -57,16 +57,16 @@ measure() {
 }
 
 labels=()
-[ -x "$old" ] && labels+=(12)
-labels+=(13)
+[ -x "$old" ] && labels+=(15)
+labels+=(16)
 for label in "${labels[@]}"; do
-  if [ "$label" = 12 ]; then start_rsp 12 "$old"; else start_rsp 13 ./rsp; fi
+  if [ "$label" = 15 ]; then start_rsp 15 "$old"; else start_rsp 16 ./rsp; fi
   measure "ka-$label" 2000 keepalive -c -f
   measure "new-$label" 300 close -c -f
   measure "one-$label" 1 keepalive -f -yy
   ports[$label]=$port
 done
-[ -x "$old" ] || echo "(stage 12 is not built: make -C ../15-https for its column)"
+[ -x "$old" ] || echo "(stage 15 is not built: make -C ../15-https for its column)"
 
 columns() {
   local label

@@ -20,4 +20,4 @@ for n in 400 800; do
 done
 for p in /jit /unhook; do echo "\$ curl http://127.0.0.1:\$port$p"; timed "$p"; done
 echo "rsp's log:"
-rsp_log bound
+rsp_log bound | grep "^[0-9]"   # each entry's first line, without its traceback

@@ -11,4 +11,4 @@ for p in /spin /catch /deep /sort /gsub /static/site.css; do
     awk '{ printf "%s after %.3f s\n", $1, $2 }'
 done
 echo "rsp's log:"
-rsp_log mistakes
+rsp_log mistakes | grep "^[0-9]"   # each entry's first line, without its traceback
