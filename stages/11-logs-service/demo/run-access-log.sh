@@ -6,7 +6,7 @@
 # many lines each file has. goaccess reads both files. Last, a reload to
 # access_log_format = "timed", and the line of a request the backend took
 # 0.2 s over.
-# From stages/10-*/demo or from src/demo (src holds the newest stage's demos).
+# From stages/11-*/demo or from src/demo (src holds the newest stage's demos).
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1

@@ -2,8 +2,8 @@
 # Stopping rsp with requests in flight (demo/stopping.py sends the
 # signals and plays the clients): an idle keep-alive connection, a slow
 # response flowing, and a request still waiting at the backend, when
-# SIGTERM comes; to chapter 09's rsp, then to this chapter's (with the
-# default shutdown_timeout, 10 s). Then a response that never ends, with
+# SIGTERM comes (chapter 09's rsp cut them off: demo/run-restart.sh), with
+# the default shutdown_timeout, 10 s. Then a response that never ends, with
 # shutdown_timeout = 1; then the same with the default and a second
 # SIGTERM. After each: rsp's log lines about the stop, and its exit status.
 # From stages/10-*/demo or from src/demo (src holds the newest stage's demos).
@@ -13,14 +13,11 @@ lib=$(dirname "$0")/../../../tools/demo-lib.sh
 backend=$(demo_port)
 demo_start backend "$DEMO_PYTHON" demo/backend.py a "$backend"
 demo_wait_port "$backend"
-old=$DEMO_TOOLS/../stages/09-keepalive/rsp
-[ -x "$old" ] || demo_fail "build stage 09 first: make -C stages/09-keepalive"
 
-for mode in drain09 drain timeout twice; do
+for mode in drain timeout twice; do
   port=$(demo_port) bin=./rsp
   case $mode in
-    drain09) echo "== chapter 09's rsp: SIGTERM with three keep-alive clients"; bin=$old ;;
-    drain) echo "== this chapter's: the same (shutdown_timeout = 10, the default)" ;;
+    drain) echo "== SIGTERM with three keep-alive clients (shutdown_timeout = 10, the default)" ;;
     timeout) echo "== SIGTERM during a response that never ends, shutdown_timeout = 1" ;;
     twice) echo "== the same, shutdown_timeout = 10, and a second SIGTERM" ;;
   esac
@@ -30,7 +27,7 @@ for mode in drain09 drain timeout twice; do
   } >"$DEMO_TMP/$mode.lua"
   demo_rsp "rsp-$mode" "$bin" "$DEMO_TMP/$mode.lua"
   pid=${demo_pids[-1]}
-  demo_run "$DEMO_PYTHON" demo/stopping.py "$port" "$pid" "${mode%09}"
+  demo_run "$DEMO_PYTHON" demo/stopping.py "$port" "$pid" "$mode"
   wait "$pid"
   echo "rsp exited with status $?; its log:"
   sed -E 's/^[0-9-]+ [0-9:]+ //' "$DEMO_TMP/rsp-$mode.log" | grep -E 'stop|shutdown_timeout|Terminated'
