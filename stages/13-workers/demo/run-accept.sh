@@ -6,12 +6,12 @@
 # keep-alive connections one by one (each one answered before the next
 # begins), then 40 at once, keeps them open, and counts the connections
 # each worker holds.
-# From stages/11-*/demo or from src/demo (src holds the newest stage's demos).
+# From stages/13-*/demo.
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
-# Chapter 10's demo backend and client; the demo runs in the stage's
-# directory (stages/11-*, or src/).
+# Chapter 11's demo backend and client; the demo runs in the stage's
+# directory (stages/13-*; ../stages/ from src/).
 demo10=../11-logs-service/demo
 [ -e "$demo10" ] || demo10=../stages/11-logs-service/demo
 a=$(demo_port)

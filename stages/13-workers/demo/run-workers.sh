@@ -8,13 +8,14 @@
 # killed at once (the master waits a second before the next), a reload
 # (SIGHUP) that every worker applies in place, a broken one, a reload that
 # moves `listen` (a new set of workers), and SIGTERM. The log lines of
-# each step are grouped by process (demo/log.py).
-# From stages/11-*/demo or from src/demo (src holds the newest stage's demos).
+# each step are grouped by process (demo/log.py); the workers' own lines
+# about stopping are left out (chapter 10 showed them).
+# From stages/13-*/demo.
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
-# Chapter 10's demo backend and client; the demo runs in the stage's
-# directory (stages/11-*, or src/).
+# Chapter 11's demo backend and client; the demo runs in the stage's
+# directory (stages/13-*; ../stages/ from src/).
 demo10=../11-logs-service/demo
 [ -e "$demo10" ] || demo10=../stages/11-logs-service/demo
 a=$(demo_port) b=$(demo_port) port=$(demo_port) status=$(demo_port)
@@ -32,9 +33,11 @@ demo_rsp rsp ./rsp "$config"
 master=${demo_pids[-1]}
 log=$DEMO_TMP/rsp.log
 seen=0
-new_lines() {        # the log lines since the last call
-  "$DEMO_PYTHON" demo/log.py "$log" "$seen" | sed "s|$DEMO_TMP/||g"
+new_lines() {        # new_lines [KEEP [DROP]]: the log lines since the last call (matching
+  local lines        # the regex KEEP, and not DROP, if given)
+  lines=$("$DEMO_PYTHON" demo/log.py "$log" "$seen" | sed "s|$DEMO_TMP/||g")
   seen=$(wc -l <"$log")
+  grep -E -- "${1:-.}" <<<"$lines" | grep -vE -- "${2:-^\$}"
 }
 workers() {          # the master's children, in the order of their slots
   local n pid
@@ -67,7 +70,7 @@ for who in "master $master" "worker 1 $w1" "worker 2 $w2"; do
 done
 "$DEMO_PYTHON" demo/holds.py "$port" "$status" master="$master" "worker 1=$w1" "worker 2=$w2" |
   sed "s/PORT/$port/"
-new_lines
+new_lines 'worker . started|^Started'
 
 echo "== each worker in turn serves while the other is stopped"
 for n in 1 2; do
@@ -113,13 +116,13 @@ demo_wait_port "$new"
 wait_for_line 2 'exited with status 0'
 get "$new" / "a request on the new port"
 get "$port" / "a request on the old port"
-new_lines
+new_lines . ': (Terminated: stopping;|stopped$)'
 
 echo "== SIGTERM"
 read -r w1 w2 <<<"$(workers | tr '\n' ' ')"
 kill -TERM "$master"
 wait "$master"
 echo "the master exited with status $?"
-new_lines
+new_lines . ': (Terminated: stopping;|stopped$)'
 left=$(ps -o pid= -p "$w1,$w2" | wc -l)
 echo "workers left: $left"

@@ -3,12 +3,12 @@
 # one site, old.example.com, in front of a port where nothing listens;
 # three requests (a page, a missing page, the dead site), a second's
 # wait for the history's first entry, then GET /status.json with curl.
-# From stages/11-*/demo or from src/demo (src holds the newest stage's demos).
+# From stages/12-*/demo.
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
-# Chapter 10's demo backend; the demo runs in the stage's directory
-# (stages/11-*, or src/).
+# Chapter 11's demo backend; the demo runs in the stage's directory
+# (stages/12-*; ../stages/ from src/).
 backend=../11-logs-service/demo/backend.py
 [ -e "$backend" ] || backend=../stages/11-logs-service/demo/backend.py
 a=$(demo_port) dead=$(demo_port) port=$(demo_port) status=$(demo_port)
