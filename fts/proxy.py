@@ -472,12 +472,33 @@ def pooled_fds(pid, listen_port):
     connections (stage 09 on), by remote address: TCP sockets that are
     ESTABLISHED (the backend has not closed them), were not accepted on
     listen_port nor on any other port the process listens on (the status
-    listener of stage 11, the TLS listener of stage 12: rsp connected
-    them), and have nothing queued either way."""
-    sockets = list(tcp_socket_fds(pid))
-    listening = {listen_port} | {local_port for _, _, (local_port, _, state, _, _) in sockets if state == "0A"}
+    listener, the TLS listener: rsp connected them), and have nothing
+    queued either way."""
+    return pooled_groups(fd_targets(pid), tcp_sockets(pid), listen_port)
+
+
+def fd_targets(pid):
+    """{fd: what /proc/PID/fd/FD links to} for process `pid`."""
+    targets = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            targets[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return targets
+
+
+def pooled_groups(targets, table, listen_port):
+    """pooled_fds' answer from fds and their link targets ({fd: target})
+    and a socket table (tcp_sockets)."""
+    sockets = []
+    for fd, target in targets.items():
+        entry = table.get(target[len("socket:["):-1]) if target.startswith("socket:[") else None
+        if entry is not None:
+            sockets.append((fd, entry))
+    listening = {listen_port} | {local_port for _, (local_port, _, state, _, _) in sockets if state == "0A"}
     pooled = {}
-    for fd, _, (local_port, remote, state, tx, rx) in sockets:
+    for fd, (local_port, remote, state, tx, rx) in sockets:
         if state == "01" and local_port not in listening and tx == 0 and rx == 0:
             pooled.setdefault(remote, []).append(fd)
     return pooled
@@ -596,15 +617,22 @@ class Proxy:
     def settled(self):
         """True if the proxy holds no more fds than right after startup,
         not counting (with pooled=N) up to N idle pooled connections to
-        each backend: those are kept for the next request, not leaked."""
-        count = count_fds(self.pid)
-        if count <= self.baseline_fds:
+        each backend: those are kept for the next request, not leaked.
+        The fds are read before and after the socket table, and only those
+        open throughout are judged: a connection that opened or closed
+        meanwhile (a health check's, every fraction of a second) is no
+        leak, and must not be counted by one look and missed by the other."""
+        if count_fds(self.pid) <= self.baseline_fds:
             return True
         if not self.pooled:
             return False
-        groups = pooled_fds(self.pid, self.port).values()
+        before = fd_targets(self.pid)
+        table = tcp_sockets(self.pid)
+        after = fd_targets(self.pid)
+        stable = {fd: target for fd, target in before.items() if after.get(fd) == target}
+        groups = pooled_groups(stable, table, self.port).values()
         return (all(len(fds) <= self.pooled for fds in groups)
-                and count - sum(len(fds) for fds in groups) <= self.baseline_fds)
+                and len(stable) - sum(len(fds) for fds in groups) <= self.baseline_fds)
 
     def check_and_stop(self):
         """The teardown check. Returns a list of problems (empty if none):
