@@ -2,8 +2,8 @@
 """backend.py NAME PORT -- this chapter's demo backend: HTTP/1.1 on
 127.0.0.1:PORT, connections kept open. Every answer is text that says
 which backend answered, the request line, and what rsp told it about the
-client's connection (X-Forwarded-Proto, Forwarded). Quiet (it logs
-nothing)."""
+client's connection (X-Forwarded-Proto, Forwarded); for a POST, how many
+bytes of body it got. Quiet (it logs nothing)."""
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -30,6 +30,15 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     do_HEAD = do_GET
+
+    def do_POST(self):
+        got = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = f"backend {name}: {self.requestline}, {len(got)} bytes of body\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# HTTPS in front of a plain HTTP backend. A throwaway CA signs a
-# certificate for www.example.com and example.com (demo/certs.sh); rsp
-# serves HTTP and HTTPS on two ports of 127.0.0.1, with redirect_http,
-# hsts and acme_webroot. Then: curl over HTTPS (trusting the demo's CA
-# alone, www.example.com resolved to 127.0.0.1 by --resolve), what the
-# backend was told (demo/backend.py), plain HTTP redirected, ACME
-# challenges on the plain port, and what rsp answers to ALPN offers
-# (demo/alpn.py).
-# From stages/12-*/demo or from src/demo (src holds the newest stage's demos).
+# HTTPS for real: rsp serves HTTP and HTTPS on two ports of 127.0.0.1 for
+# www.example.com (a certificate from a throwaway CA: demo/certs.sh), with
+# redirect_http, hsts and acme_webroot. Then: a plain GET (a 301 to
+# https://), a plain POST (a 308), curl following that 308 with its POST
+# intact, an HTTPS response and its Strict-Transport-Security header, and
+# ACME challenges on the plain port (answered from the webroot, never
+# redirected). www.example.com is resolved to 127.0.0.1 by curl --resolve.
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
@@ -38,19 +36,23 @@ sed "s|$DEMO_TMP|/tmp/rsp-demo.XXXXXX|g" "$DEMO_TMP/rsp.lua"
 demo_rsp rsp ./rsp "$DEMO_TMP/rsp.lua"
 resolve=(--resolve "www.example.com:$tls:127.0.0.1" --resolve "www.example.com:$port:127.0.0.1")
 
-echo "== curl over HTTPS, trusting the demo's CA"
-echo "\$ curl -v --cacert ca.pem https://www.example.com:$tls/hello?x=1"
-demo_run curl -sv --max-time 5 --cacert "$DEMO_TMP/ca.pem" "${resolve[@]}" -D "$DEMO_TMP/head" \
-  -o "$DEMO_TMP/body" "https://www.example.com:$tls/hello?x=1" 2>"$DEMO_TMP/verbose"
-grep -E '^\* (SSL connection using|ALPN: server accepted|Server certificate)|^\*  (subject|issuer):|verify ok' \
-  "$DEMO_TMP/verbose"
-grep -v '^Date:' "$DEMO_TMP/head" | tr -d '\r'
-cat "$DEMO_TMP/body"
-
-echo "== plain HTTP"
+echo "== plain HTTP: a GET is sent to HTTPS"
 echo "\$ curl -i http://www.example.com:$port/hello?x=1"
 demo_run curl -s --max-time 5 "${resolve[@]}" -D - -o /dev/null "http://www.example.com:$port/hello?x=1" |
-  tr -d '\r'
+  tr -d '\r' | grep -E '^(HTTP|Location)'
+
+echo "== a POST gets a 308: the client must send it again as it was"
+echo "\$ curl -i -d user=alice&password=hunter2 http://www.example.com:$port/login"
+demo_run curl -s --max-time 5 "${resolve[@]}" -D - -o /dev/null -d 'user=alice&password=hunter2' \
+  "http://www.example.com:$port/login" | tr -d '\r' | grep -E '^(HTTP|Location)'
+echo "\$ curl -L --cacert ca.pem -d user=alice&password=hunter2 http://www.example.com:$port/login"
+demo_run curl -s --max-time 5 -L --cacert "$DEMO_TMP/ca.pem" "${resolve[@]}" -d 'user=alice&password=hunter2' \
+  "http://www.example.com:$port/login"
+
+echo "== over HTTPS: the backend's answer, and rsp's HSTS line"
+echo "\$ curl -i --cacert ca.pem https://www.example.com:$tls/hello?x=1"
+demo_run curl -s --max-time 5 --cacert "$DEMO_TMP/ca.pem" "${resolve[@]}" -D - \
+  "https://www.example.com:$tls/hello?x=1" | grep -v '^Date:' | tr -d '\r'
 
 echo "== ACME challenges on the plain port: answered by rsp, never redirected"
 for name in "$token" nosuchtoken escape not.a.token; do
@@ -61,7 +63,3 @@ for name in "$token" nosuchtoken escape not.a.token; do
     *) echo "$name: ${result%% *}" ;;
   esac
 done
-
-echo "== ALPN: what the client offers, what rsp chooses"
-demo_run "$DEMO_PYTHON" demo/alpn.py "$tls" www.example.com "$DEMO_TMP/ca.pem" h2,http/1.1
-demo_run "$DEMO_PYTHON" demo/alpn.py "$tls" www.example.com "$DEMO_TMP/ca.pem" h2

@@ -8,7 +8,6 @@
 # the new certificate, and a session ticket from before the reload still
 # accepted. Last, a reload with a key that does not match its
 # certificate: refused, and the certificate in service stays.
-# From stages/12-*/demo or from src/demo (src holds the newest stage's demos).
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
