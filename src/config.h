@@ -25,7 +25,7 @@ struct keepalive {
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
-/* Running the process (chapter 10). */
+/* Running the process (chapters 10 and 11). */
 struct operations {
     double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
     char *access_log;           /* its path; NULL: no access log */
@@ -33,14 +33,14 @@ struct operations {
     char *user;                 /* drop to this user after binding; NULL: stay */
 };
 
-/* Seeing and scaling (chapter 11). */
+/* Seeing and scaling (chapters 12 and 13). */
 struct scaling {
     char *status_host;          /* the status listener's address; NULL: none */
     char status_port[6];
     bool status_public;         /* status_host may be other than loopback */
     unsigned workers;           /* processes serving clients; 1: rsp alone, no master */
     bool reuseport;             /* a listening socket per worker (SO_REUSEPORT) */
-    bool splice;                /* bodies spliced, not copied (chapter 13) */
+    bool splice;                /* bodies spliced, not copied (chapter 16) */
 };
 
 struct tls_context;

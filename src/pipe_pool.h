@@ -2,7 +2,7 @@
  *
  * A spliced body goes from the backend's socket into a pipe and from the
  * pipe to the client's socket, without passing through rsp's memory
- * (chapter 13). A pipe costs two file descriptors and a system call to
+ * (chapter 16). A pipe costs two file descriptors and a system call to
  * make, so an empty one is kept for the next body; but descriptors are
  * what every client needs too, so the pool is bounded: at most one pipe
  * for every eight descriptors rsp may open, and when there is none to be

@@ -25,7 +25,7 @@ struct keepalive {
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
-/* Running the process (chapter 10). */
+/* Running the process (chapters 10 and 11). */
 struct operations {
     double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
     char *access_log;           /* its path; NULL: no access log */

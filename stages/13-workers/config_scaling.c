@@ -1,4 +1,4 @@
-/* config_scaling.c -- the settings of chapter 11: the status listener
+/* config_scaling.c -- the settings of chapters 12 and 13: the status listener
  * (status_listen, status_public) and the worker processes (workers,
  * reuseport). */
 #include "config_read.h"

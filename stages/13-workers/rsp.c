@@ -1,7 +1,8 @@
-/* rsp.c -- stage 11: rsp shows what it does (status_listen) and uses
- * every core (workers). As in stage 10 it is reloaded without dropping
- * anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT), its access log
- * reopened (SIGUSR1); it checks a config (-t) and drops root (user).
+/* rsp.c -- stage 13: rsp uses every core (workers). As in stage 12 it
+ * shows what it does (status_listen); as in stages 10 and 11 it is
+ * reloaded without dropping anyone (SIGHUP), stopped gracefully (SIGTERM,
+ * SIGINT), its access log reopened (SIGUSR1); it checks a config (-t)
+ * and drops root (user).
  *
  * With one worker (the default) this process serves clients itself; with
  * more it becomes the master (master.c) and each worker it forks runs

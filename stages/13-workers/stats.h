@@ -1,6 +1,6 @@
 /* stats.h -- what rsp counts, in memory every process of rsp shares.
  *
- * With workers (chapter 11) the status page is served by the master while
+ * With workers (chapter 13) the status page is served by the master while
  * the workers serve clients, so whatever is counted must be visible to all
  * of them: the counters live in one shared anonymous mapping, made before
  * the first fork, so every process sees the same pages.

@@ -17,7 +17,7 @@ int net_listen(const char *host, const char *port);
 
 /* The same, with SO_REUSEPORT set when reuseport is true: several sockets
  * may then listen on one address, and the kernel spreads new connections
- * over them (chapter 11's workers, one socket each). */
+ * over them (chapter 13's workers, one socket each). */
 int net_listen_reuseport(const char *host, const char *port, bool reuseport);
 
 /* Starts a non-blocking connect to one address. Returns the socket, whose

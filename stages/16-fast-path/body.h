@@ -33,7 +33,7 @@ void body_framer_init_length(struct body_framer *f, uint64_t length);
 void body_framer_init_chunked(struct body_framer *f);
 
 /* For a body framed by length: how many bytes of it are still to come.
- * Bytes moved without being looked at (spliced, chapter 13) are then
+ * Bytes moved without being looked at (spliced, chapter 16) are then
  * counted with body_framer_skip. */
 static inline uint64_t body_framer_remaining(const struct body_framer *f)
 {

@@ -330,7 +330,7 @@ void connection_close(struct connection *c)
 {
     /* epoll forgets a socket when the last descriptor of it is closed: for
      * one of ours alone, the close does it and EPOLL_CTL_DEL would be a
-     * system call for nothing (chapter 13). Events of this batch that
+     * system call for nothing (chapter 16). Events of this batch that
      * still name it are voided all the same. */
     if (c->registered != 0 && c->sole)
         reactor_forget(&c->handler);

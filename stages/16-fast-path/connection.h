@@ -79,7 +79,7 @@ void connection_write(struct connection *c, const char *data, size_t len);
 /* Holds back what is written to c from now on, so that it leaves with
  * the next write in one system call: a response head and the first body
  * bytes read with it go out as one writev, one packet instead of two
- * (chapter 13). The next write after held bytes sends both and ends the
+ * (chapter 16). The next write after held bytes sends both and ends the
  * hold; connection_uncork sends whatever is held. Does nothing if bytes
  * are queued already (they wait for the socket anyway). Over a transport
  * without writev the pieces are joined in the queue and sent as one. */

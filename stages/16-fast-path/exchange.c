@@ -944,7 +944,7 @@ static void response_data(struct relay *relay, const char *data, size_t len)
         to_client(relay, data, len);
     } else if (head_pending(x)) {
         /* The head and the body bytes read with it leave in one writev:
-         * one packet instead of two (chapter 13). */
+         * one packet instead of two (chapter 16). */
         connection_cork(&relay->client);
         response_head(relay, data, len);
         connection_uncork(&relay->client);
@@ -988,7 +988,7 @@ static void backend_finished(struct relay *relay, bool broken)
 }
 
 /* True when the next bytes from the backend may go to the client without
- * rsp looking at them, spliced (chapter 13): body bytes of a response
+ * rsp looking at them, spliced (chapter 16): body bytes of a response
  * framed by its length or by the backend's close, after the head, for a
  * client on plain HTTP, with `splice` on. A chunked body is read, to find
  * its end; a TLS client's bytes must be encrypted by us. */

@@ -1,10 +1,11 @@
-/* rsp.c -- stage 13: rsp takes the fast path (fewer system calls, and
- * response bodies spliced, never copied: splice). As in stage 12 it
- * serves HTTPS (tls, acme_webroot) beside plain HTTP; as in stage 11 it
- * shows what it does (status_listen) and uses every core (workers); as
- * in stage 10 it is reloaded without dropping anyone (SIGHUP), stopped
- * gracefully (SIGTERM, SIGINT), its access log reopened (SIGUSR1); it
- * checks a config (-t) and drops root (user).
+/* rsp.c -- stage 16: rsp takes the fast path (fewer system calls, and
+ * response bodies spliced, never copied: splice). As in stages 14 and 15
+ * it serves HTTPS (tls, redirect_http, hsts, acme_webroot) beside plain
+ * HTTP; as in stages 12 and 13 it shows what it does (status_listen) and
+ * uses every core (workers); as in stages 10 and 11 it is reloaded
+ * without dropping anyone (SIGHUP), stopped gracefully (SIGTERM, SIGINT),
+ * its access log reopened (SIGUSR1); it checks a config (-t) and drops
+ * root (user).
  *
  * With one worker (the default) this process serves clients itself; with
  * more it becomes the master (master.c) and each worker it forks runs

@@ -1,6 +1,6 @@
 /* stats.h -- what rsp counts, in memory every process of rsp shares.
  *
- * With workers (chapter 11) the status page is served by the master while
+ * With workers (chapter 13) the status page is served by the master while
  * the workers serve clients, so whatever is counted must be visible to all
  * of them: the counters live in one shared anonymous mapping, made before
  * the first fork, so every process sees the same pages.
@@ -50,7 +50,7 @@ struct stats_row {
     _Atomic int64_t in_flight;      /* requests begun and not finished */
     _Atomic uint64_t tls_handshakes; /* TLS handshakes completed (chapter 14) */
     _Atomic uint64_t tls_failures;  /* and failed */
-    _Atomic uint64_t bytes_spliced; /* of bytes_out, those moved by splice (chapter 13) */
+    _Atomic uint64_t bytes_spliced; /* of bytes_out, those moved by splice (chapter 16) */
     _Atomic int64_t pipes;          /* pipes open for splice, in use or idle */
 };
 
