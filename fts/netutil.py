@@ -33,7 +33,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import socket
 import time
 
@@ -302,17 +301,25 @@ def is_listening(port):
 
     Read from /proc/net/tcp{,6}: unlike a test connection, looking does not
     make anybody accept a connection (which, through a proxy, would also
-    reach a backend). The tables also hold every connection waiting to
-    close, often tens of thousands after a long run, so they are searched
-    as text rather than parsed line by line."""
+    reach a backend). The tables also hold every connection of the
+    namespace waiting to close, tens of thousands when several suites run
+    at once, and the kernel lists the listening sockets first (its
+    listening hash, then the established one, TIME_WAIT included): so the
+    reading stops at the first line that is not a listener, and the kernel
+    never has to print the rest."""
     # "  12: 0100007F:1F90 00000000:0000 0A ...": local address:port,
     # remote address:port (zero for a listener), state 0A (TCP_LISTEN).
-    listener = re.compile(rf":{port:04X} [0-9A-F]+:0000 0A ")
+    suffix = f":{port:04X}"
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
-                if listener.search(f.read()):
-                    return True
+                next(f, None)  # the heading
+                for line in f:
+                    fields = line.split(None, 4)
+                    if fields[3] != "0A":
+                        break
+                    if fields[1].endswith(suffix):
+                        return True
         except FileNotFoundError:
             pass
     return False
