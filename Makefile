@@ -9,6 +9,7 @@
 #   make diffs      regenerate each stage's CHANGES.diff
 #   make demos      build the stages and run every chapter's demos (tools/run-demos)
 #   make asan       build src/ with AddressSanitizer + UBSan into build/asan/rsp
+#                   (make -C stages/NN-name asan: that stage's, into its ./rsp-asan)
 #   make fuzz       build the libFuzzer harnesses (fuzz/) and run each FUZZ_SECONDS
 #   make fuzz-regressions   replay fuzz/regressions/ and the seed corpus once
 #   make clean

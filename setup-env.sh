@@ -11,6 +11,7 @@ PACKAGES=(
   python3                # functional tests and the demo backend
   python3-pytest         # functional tests (PyPI is not reachable: Debian's pytest)
   python3-pytest-timeout # no test can hang the suite
+  python3-pytest-xdist   # run_integration_tests spreads each suite over worker processes
   apache2-utils          # ab, for load in tests and benchmarks
   curl                   # quick manual checks, and the chapters' demos
   strace                 # the chapters' demos trace rsp's system calls

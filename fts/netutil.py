@@ -33,8 +33,8 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import socket
+import struct
 import time
 
 LOOPBACK = "127.0.0.1"
@@ -302,17 +302,25 @@ def is_listening(port):
 
     Read from /proc/net/tcp{,6}: unlike a test connection, looking does not
     make anybody accept a connection (which, through a proxy, would also
-    reach a backend). The tables also hold every connection waiting to
-    close, often tens of thousands after a long run, so they are searched
-    as text rather than parsed line by line."""
+    reach a backend). The tables also hold every connection of the
+    namespace waiting to close, tens of thousands when several suites run
+    at once, and the kernel lists the listening sockets first (its
+    listening hash, then the established one, TIME_WAIT included): so the
+    reading stops at the first line that is not a listener, and the kernel
+    never has to print the rest."""
     # "  12: 0100007F:1F90 00000000:0000 0A ...": local address:port,
     # remote address:port (zero for a listener), state 0A (TCP_LISTEN).
-    listener = re.compile(rf":{port:04X} [0-9A-F]+:0000 0A ")
+    suffix = f":{port:04X}"
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
-                if listener.search(f.read()):
-                    return True
+                next(f, None)  # the heading
+                for line in f:
+                    fields = line.split(None, 4)
+                    if fields[3] != "0A":
+                        break
+                    if fields[1].endswith(suffix):
+                        return True
         except FileNotFoundError:
             pass
     return False
@@ -342,3 +350,75 @@ def wait_for(condition, what, timeout, pause=0.02):
         if time.monotonic() > deadline:
             pytest.fail(f"{what}: not the case after {timeout} s")
         time.sleep(pause)
+
+
+# -- the TCP sockets of this network namespace, without TIME_WAIT -----------
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST, _NLM_F_DUMP = 0x1, 0x300
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_TCP_TIME_WAIT, _TCP_LISTEN = 6, 10
+_ALL_BUT_TIME_WAIT = ((1 << 12) - 1) & ~(1 << _TCP_TIME_WAIT)
+
+
+def _proc_hex(raw):
+    """An address as /proc/net/tcp{,6} prints it: each 32-bit word of it
+    in host order, %08X."""
+    return "".join(f"{word:08X}" for (word,) in struct.iter_unpack("=I", raw))
+
+
+def _sock_diag(family):
+    """(inode, local port, remote "ADDR:PORT" as in /proc, state "0A",
+    tx queue, rx queue) of each TCP socket of `family` but those in
+    TIME_WAIT, from the kernel's sock_diag netlink interface (which leaves
+    TIME_WAIT out itself, however many there are)."""
+    request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, _ALL_BUT_TIME_WAIT) + bytes(48)
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0)
+    size = 4 if family == socket.AF_INET else 16
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as s:
+        s.sendto(header + request, (0, 0))
+        while True:
+            data = s.recv(1 << 16)
+            offset = 0
+            while offset + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, offset)
+                if kind == _NLMSG_DONE:
+                    return
+                if kind == _NLMSG_ERROR:
+                    (error,) = struct.unpack_from("=i", data, offset + 16)
+                    raise OSError(-error, os.strerror(-error))
+                # struct inet_diag_msg: family, state, timer, retrans; the
+                # socket id (ports big-endian, then source and destination
+                # addresses, interface, cookie); expires, rqueue, wqueue,
+                # uid, inode.
+                body = offset + 16
+                state = data[body + 1]
+                sport, dport = struct.unpack_from(">HH", data, body + 4)
+                destination = data[body + 24:body + 24 + size]
+                _, rqueue, wqueue, _, inode = struct.unpack_from("=IIIII", data, body + 52)
+                if state == _TCP_LISTEN:
+                    wqueue = 0  # sock_diag gives the backlog's size; /proc, 0
+                yield (str(inode), sport, f"{_proc_hex(destination)}:{dport:04X}", f"{state:02X}", wqueue, rqueue)
+                offset += (length + 3) & ~3
+
+
+def tcp_table():
+    """{socket inode: (local port, remote address:port as /proc/net/tcp
+    prints it, state as it prints it ("01" ESTABLISHED, "0A" LISTEN), tx
+    queue, rx queue)} for the TCP sockets of this network namespace but
+    those in TIME_WAIT (which no process holds: their inode is 0). Read
+    through sock_diag, not /proc/net/tcp: with several suites running, the
+    table holds tens of thousands of TIME_WAIT lines (a soak test leaves up
+    to 200,000 for a minute), and printing and parsing them took seconds
+    of a test's teardown."""
+    sockets = {}
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            for inode, local, remote, state, tx, rx in _sock_diag(family):
+                sockets[inode] = (local, remote, state, tx, rx)
+        except OSError as e:
+            if family == socket.AF_INET6 and e.errno in (errno.ENOENT, errno.EAFNOSUPPORT, errno.EINVAL):
+                continue  # no IPv6 here
+            raise
+    return sockets

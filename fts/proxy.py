@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from netutil import LOOPBACK, wait_until_listening
+from netutil import LOOPBACK, tcp_table, wait_until_listening
 
 STARTED_MESSAGE = "Started. Listening on port {port}."
 READY_TIMEOUT = 10.0
@@ -437,7 +437,13 @@ def count_fds(pid, pipes=True):
 def tcp_sockets(pid):
     """{socket inode: (local port, remote address:port as in /proc, state,
     tx_queue, rx_queue)} for the TCP sockets of pid's network namespace
-    (/proc/PID/net/tcp and tcp6; state "01" is ESTABLISHED)."""
+    (/proc/PID/net/tcp and tcp6; state "01" is ESTABLISHED). But those in
+    TIME_WAIT, which no process holds: netutil.tcp_table reads them through
+    sock_diag, in a fraction of the time; /proc only where it cannot."""
+    try:
+        return tcp_table()
+    except OSError:
+        pass
     sockets = {}
     for table in ("tcp", "tcp6"):
         try:
