@@ -227,6 +227,25 @@ def release_port(port):
     return port
 
 
+@contextlib.contextmanager
+def machine_wide(name, wait):
+    """Holds the lock /tmp/rsp-fts-NAME.lock for the with block, waiting
+    (bounded) while a test of another suite holds it: for the few tests
+    that load the machine on purpose (a soak of 200,000 requests), so that
+    suites running side by side take turns instead of starving each
+    other's. Fails the test if the lock is not had within `wait` seconds."""
+    import pytest
+    path = os.path.join(LOCK_DIR, f"rsp-fts-{name}.lock")
+    fd = _lock(path, wait)
+    if fd is None:
+        pytest.fail(f"the lock {path} is held by another test process for more than {wait:.0f} s "
+                    f"(or not readable by this user)")
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def _fixed_port_lock_path(port):
     return os.path.join(LOCK_DIR, f"rsp-fts-port-{port}.lock")
 

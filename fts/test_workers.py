@@ -843,18 +843,16 @@ def test_passive_health_is_shared(make_backend, start_proxy):
 
 def health_check_sockets(pid, port):
     """How many established TCP connections to 127.0.0.1:port process
-    `pid` holds. The fds are read first, then /proc/net/tcp is searched as
-    text for that peer: after a long run the table holds tens of thousands
-    of closing connections, and parsing it line by line on a busy machine
-    took longer than a health check connection lives (the connection seen
-    in the fds was gone from the table, or the reverse, poll after poll)."""
-    links = set(fd_links(pid))
-    # "  12: 0100007F:9C40 0100007F:1F90 01 tx:rx tr:when retrnsmt uid timeout INODE"
-    established = re.compile(rf"^ *\d+: [0-9A-F]+:[0-9A-F]{{4}} 0100007F:{port:04X} 01 (?:\S+ +){{5}}(\d+) ",
-                             flags=re.M)
-    with open(f"/proc/{os.getpid()}/net/tcp") as f:
-        inodes = established.findall(f.read())
-    return len({f"socket:[{inode}]" for inode in inodes} & links)
+    `pid` holds: those among its fds both before and after the socket
+    table is read (through sock_diag: reading /proc/net/tcp took seconds
+    on a busy machine, longer than a health check connection lives, so
+    the fds and the table never agreed)."""
+    remote = f"0100007F:{port:04X}"
+    before = set(fd_links(pid))
+    table = tcp_sockets(os.getpid())
+    held = before & set(fd_links(pid))
+    return sum(1 for inode, (_, peer, state, _, _) in table.items()
+               if peer == remote and state == "01" and f"socket:[{inode}]" in held)
 
 
 def test_active_health_checks_run_in_the_master(make_backend, make_raw_backend, start_proxy):

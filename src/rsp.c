@@ -477,13 +477,19 @@ static int usage(void)
 }
 
 /* Sets up this process to serve clients on fds and runs until it stops.
+ * With announce, prints the Started line once the listeners are up (what
+ * scripts and the tests wait for); a worker leaves that to its master.
  * Returns the exit status. */
-static int serve(struct listen_fds fds, bool shared)
+static int serve(struct listen_fds fds, bool shared, bool announce)
 {
     int status;
 
     if (listeners_start(&proxy.listeners, fds, shared) == -1)
         return 1;
+    if (announce) {
+        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
+        fflush(stdout);
+    }
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)
         log_msg("stopped");
@@ -557,7 +563,7 @@ void worker_run(int slot, int row, struct listen_fds fds, bool shared, pid_t mas
     if (watch_signals(false) == -1)
         _exit(1);
     timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
-    status = serve(fds, shared);
+    status = serve(fds, shared, false);
     clean_up();
     stats_close();
     config_share_close();
@@ -633,9 +639,7 @@ int main(int argc, char *argv[])
         struct listen_fds fds = proxy.p.sockets.fds[0];
 
         proxy.p.sockets.count = 0; /* the listeners own them now */
-        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
-        fflush(stdout);
-        status = serve(fds, false);
+        status = serve(fds, false, true);
     }
     clean_up();
     stats_close();

@@ -383,8 +383,10 @@ static int usage(void)
 }
 
 /* Sets up this process to serve clients on listen_fd and runs until it
- * stops. Returns the exit status. */
-static int serve(int listen_fd, bool shared)
+ * stops. With announce, prints the Started line once the listener is up
+ * (what scripts and the tests wait for); a worker leaves that to its
+ * master. Returns the exit status. */
+static int serve(int listen_fd, bool shared, bool announce)
 {
     int status;
 
@@ -393,6 +395,10 @@ static int serve(int listen_fd, bool shared)
         if (close(listen_fd) == -1)
             log_errno("close listening socket");
         return 1;
+    }
+    if (announce) {
+        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
+        fflush(stdout);
     }
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)
@@ -466,7 +472,7 @@ void worker_run(struct process *p, int slot, int row, int listen_fd, bool shared
     if (watch_signals(false) == -1)
         _exit(1);
     timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
-    status = serve(listen_fd, shared);
+    status = serve(listen_fd, shared, false);
     clean_up();
     stats_close();
     config_share_close();
@@ -542,9 +548,7 @@ int main(int argc, char *argv[])
         int fd = proxy.p.sockets.fds[0];
 
         proxy.p.sockets.count = 0; /* the listener owns it now */
-        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
-        fflush(stdout);
-        status = serve(fd, false);
+        status = serve(fd, false, true);
     }
     clean_up();
     stats_close();

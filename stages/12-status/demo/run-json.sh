@@ -7,10 +7,10 @@
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
-# Chapter 11's demo backend; the demo runs in the stage's directory
+# Chapter 10's demo backend; the demo runs in the stage's directory
 # (stages/12-*; ../stages/ from src/).
-backend=../11-logs-service/demo/backend.py
-[ -e "$backend" ] || backend=../stages/11-logs-service/demo/backend.py
+backend=../10-reload/demo/backend.py
+[ -e "$backend" ] || backend=../stages/10-reload/demo/backend.py
 a=$(demo_port) dead=$(demo_port) port=$(demo_port) status=$(demo_port)
 demo_start backend-a "$DEMO_PYTHON" "$backend" a "$a"
 demo_wait_port "$a"

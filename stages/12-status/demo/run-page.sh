@@ -14,10 +14,10 @@ shot=${1:+$(realpath "$1")}
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
 . "$lib" || exit 1
-# Chapter 11's demo backend; the demo runs in the stage's
+# Chapter 10's demo backend; the demo runs in the stage's
 # directory (stages/12-*; ../stages/ from src/).
-demo10=../11-logs-service/demo
-[ -e "$demo10" ] || demo10=../stages/11-logs-service/demo
+demo10=../10-reload/demo
+[ -e "$demo10" ] || demo10=../stages/10-reload/demo
 a=$(demo_port) b=$(demo_port) dead=$(demo_port) port=$(demo_port) status=$(demo_port)
 demo_start backend-a "$DEMO_PYTHON" "$demo10/backend.py" a "$a"
 demo_start backend-b "$DEMO_PYTHON" "$demo10/backend.py" b "$b"
