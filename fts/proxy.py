@@ -484,14 +484,30 @@ def pooled_fds(pid, listen_port):
 
 
 def fd_targets(pid):
-    """{fd: what /proc/PID/fd/FD links to} for process `pid`."""
+    """{fd: what /proc/PID/fd/FD links to} for process `pid` ({} once it
+    is gone)."""
     targets = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except (FileNotFoundError, ProcessLookupError):
+        return targets
+    for fd in names:
         try:
             targets[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             pass
     return targets
+
+
+def stable_fds(pid, look):
+    """({fd: target} of the fds `pid` holds both before and after calling
+    look(), look's answer). A socket table read in between then agrees
+    with the fds judged: a connection opened or closed meanwhile (a
+    health check's lives a fraction of a second) is in neither."""
+    before = fd_targets(pid)
+    seen = look()
+    after = fd_targets(pid)
+    return {fd: target for fd, target in before.items() if after.get(fd) == target}, seen
 
 
 def pooled_groups(targets, table, listen_port):
@@ -632,10 +648,7 @@ class Proxy:
             return True
         if not self.pooled:
             return False
-        before = fd_targets(self.pid)
-        table = tcp_sockets(self.pid)
-        after = fd_targets(self.pid)
-        stable = {fd: target for fd, target in before.items() if after.get(fd) == target}
+        stable, table = stable_fds(self.pid, lambda: tcp_sockets(self.pid))
         groups = pooled_groups(stable, table, self.port).values()
         return (all(len(fds) <= self.pooled for fds in groups)
                 and len(stable) - sum(len(fds) for fds in groups) <= self.baseline_fds)

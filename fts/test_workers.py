@@ -58,7 +58,8 @@ from client import ConnectionEnded, Conn, build_request, get
 from load import SteadyLoad
 from netutil import LOOPBACK, closed_ports, free_port, is_listening, wait_for
 from pattern import assert_is_pattern
-from proxy import Proxy, backend_address, count_fds, pooled_fds, proxy_arguments, tcp_sockets
+from proxy import (Proxy, backend_address, count_fds, fd_targets, pooled_fds, proxy_arguments, stable_fds,
+                   tcp_sockets)
 from test_access_log import read_lines
 from test_operations import Reading, assert_refused, config_path, sighup, sighup_failing
 
@@ -207,17 +208,8 @@ def gone_or_zombie(pid):
 # -- which worker holds a connection -------------------------------------------------
 
 def fd_links(pid):
-    links = []
-    try:
-        names = os.listdir(f"/proc/{pid}/fd")
-    except (FileNotFoundError, ProcessLookupError):
-        return links
-    for fd in names:
-        try:
-            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass
-    return links
+    """What the fds of process `pid` link to (none once it is gone)."""
+    return list(fd_targets(pid).values())
 
 
 def owners(sock, listen_port, pids):
@@ -861,9 +853,8 @@ def health_check_sockets(pid, port):
     on a busy machine, longer than a health check connection lives, so
     the fds and the table never agreed)."""
     remote = f"0100007F:{port:04X}"
-    before = set(fd_links(pid))
-    table = tcp_sockets(os.getpid())
-    held = before & set(fd_links(pid))
+    stable, table = stable_fds(pid, lambda: tcp_sockets(os.getpid()))
+    held = set(stable.values())
     return sum(1 for inode, (_, peer, state, _, _) in table.items()
                if peer == remote and state == "01" and f"socket:[{inode}]" in held)
 
