@@ -9,6 +9,7 @@ import pytest
 
 from client import get
 from netutil import free_port
+from proxy import LATER_OPTIONS
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
@@ -33,15 +34,8 @@ def example_on_test_ports(name, tmp_path, backend):
 
 
 # The first stage of each setting an example may set beyond stage 07's
-# (checked latest first).
-SETTING_STAGES = (
-    (16, r"splice"),
-    (15, r"acme_webroot"),
-    (14, r"tls"),
-    (13, r"workers|reuseport"),
-    (12, r"status_listen|status_public"),
-    (11, r"access_log|access_log_format|user"),
-    (10, r"shutdown_timeout"),
+# (checked latest first): proxy.LATER_OPTIONS from stage 10 on.
+SETTING_STAGES = tuple((stage, "|".join(names)) for stage, names in sorted(LATER_OPTIONS.items(), reverse=True)) + (
     (9, r"keepalive_timeout|keepalive_requests|backend_keepalive|backend_idle_timeout"),
     (8, r"\w+_timeout|health_check"),
 )
