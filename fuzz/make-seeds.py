@@ -91,6 +91,14 @@ CHUNKED = {
     "big-chunk": b"400\r\n" + bytes(range(256)) * 4 + b"\r\n0\r\n\r\n",
     "empty-size": b"\r\n0\r\n\r\n",
     "cr-in-trailer": b"0\r\nX-A: 1\rX-B: 2\r\n\r\n",
+    "trailer-space-before-colon": b"0\r\nX-A : 1\r\n\r\n",
+    "trailer-no-colon": b"0\r\nX-A 1\r\n\r\n",
+    "trailer-name-not-token": b"0\r\nX(A)@: 1\r\n\r\n",
+    "trailer-empty-name": b"0\r\n: 1\r\n\r\n",
+    "trailer-nul-del": b"0\r\nX-A: 1\x00\x7f\r\n\r\n",
+    "trailer-tchars": b"0\r\n!#$%&'*+-.^_`|~09azAZ:\t\xff v \r\nX-Empty:\r\n\r\n",
+    "trailers-100": b"0\r\n" + b"".join(b"T%d:%d\r\n" % (i, i) for i in range(100)) + b"\r\n",
+    "trailers-101": b"0\r\n" + b"".join(b"T%d:%d\r\n" % (i, i) for i in range(101)) + b"\r\n",
 }
 
 CONFIG = {
