@@ -162,6 +162,8 @@ RESPONSE = {
                       b"Last-Modified: Wed, 22 Jul 2009 19:15:56 GMT\r\nETag: \"34aa387-d-1568eb00\"\r\n"
                       b"Accept-Ranges: bytes\r\nContent-Length: 13\r\nVary: Accept-Encoding\r\n"
                       b"Content-Type: text/plain\r\n\r\nHello, world!",
+    "chunked-bad-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                           b"X-A : 1\r\n folded\r\n\r\n",
     "chunked-trailers": b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
                         b"Trailer: Expires\r\n\r\n7\r\nMozilla\r\n9;ext=x\r\nDeveloper\r\n7\r\nNetwork\r\n"
                         b"0\r\nExpires: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n",
