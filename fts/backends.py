@@ -638,6 +638,7 @@ BAD_RESPONSES = {
     "negative-content-length": b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nhello",
     "garbage-content-length": b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello",
     "malformed-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    "malformed-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-A : b\r\n\r\n",
     "not-http": b"\x16\x03\x01 this is not an HTTP response\r\n\r\n",
     "chunked-not-last": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
     "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",

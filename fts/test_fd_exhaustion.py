@@ -150,3 +150,36 @@ def test_out_of_fds_no_spin_and_one_log_line_a_second(backend, start_proxy):
     for i, r in enumerate(answers):
         assert_503(r, f"paced client {i + 1} of {len(answers)}")
     wait_for(lambda: serves_again(proxy), "requests served again once the idle clients closed")
+
+
+@pytest.mark.stage(6)
+def test_out_of_fds_for_the_backend_socket_gets_503_not_502(backend, start_proxy):
+    """rsp holds a client but has no descriptor left for the backend
+    socket: the client gets rsp's 503 (the shortage is rsp's own, as for
+    a client turned away at accept), not the 502 that says the backend
+    failed; the backend is not marked down for it, and once descriptors
+    free up the next request is served by it."""
+    proxy = start_proxy(backend, nofile=NOFILE)
+    idle, _ = fill_up(proxy)
+    try:
+        # One descriptor free: enough to accept a client, none for the
+        # socket to the backend.
+        held = len(idle) - 1
+        idle.pop().close()
+        wait_for(lambda: count_fds(proxy.pid) <= proxy.baseline_fds + held,
+                 "rsp to close the idle client that left")
+        sock = connect(proxy.port)
+        try:
+            sock.sendall(http_request(target="/echo"))
+            r = read_response(sock)
+        finally:
+            sock.close()
+        assert_503(r, "a client accepted while no descriptor was left for the backend socket")
+        assert backend.total_hits == 0, "the request reached the backend after all"
+    finally:
+        for sock in idle:
+            sock.close()
+    wait_for(lambda: serves_again(proxy), "requests served again once the idle clients closed")
+    log = proxy.stderr()
+    assert "is down" not in log, f"the backend was marked down for rsp's own shortage:\n{log}"
+    assert "Too many open files" in log, f"rsp's log does not say why it answered 503:\n{log}"

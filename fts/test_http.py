@@ -637,6 +637,9 @@ BODIES = [
     ("chunked-extensions-trailer", [("Transfer-Encoding", "chunked"), ("Trailer", "X-Checksum")],
      b"5\r\nhello\r\n7;note=yes\r\n, world\r\n0\r\nX-Checksum: 42\r\n\r\n"),
     ("chunked-empty", [("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),
+    ("chunked-trailers", [("Transfer-Encoding", "chunked")],  # every tchar in a name, blanks and 8-bit in values
+     b"2\r\nhi\r\n0\r\nX-A!#$%&'*+.^_`|~: v\r\nX-Empty:\r\nX-Tab:\tone two\t\r\nX-Utf8: \xc3\xa9\r\n"
+     + b"".join(b"X-T%d: %d\r\n" % (i, i) for i in range(96)) + b"\r\n"),
     ("chunked-binary", [("Transfer-Encoding", "chunked")],  # data that looks like framing, NULs, CRs
      b"A\r\n" + b"\r\n0\r\n\r\n\x00\xff!" + b"\r\n" + b"a;x=\"y\";z\r\n" + bytes(range(10)) + b"\r\n"
      + b"3\r\n\r\r\r\r\n0\r\n\r\n"),
@@ -760,6 +763,8 @@ def refusing(shared):
     return recorder, shared.proxy(recorder)
 
 
+CHUNKED = head_with(b"Transfer-Encoding: chunked", request_line=b"POST / HTTP/1.1")
+
 # (id, bytes sent, status, how much of the body may reach the backend: None
 # if nothing may, else the offset of the first bad byte in the body, as the
 # head and the body before the bad chunk may have been forwarded already)
@@ -799,6 +804,18 @@ REFUSED = [
      + b"5\r\nhelloXX\r\n0\r\n\r\n", 400, 8),
     ("chunk-size-bare-lf", head_with(b"Transfer-Encoding: chunked", request_line=b"POST / HTTP/1.1")
      + b"5\nhello\r\n0\r\n\r\n", 400, 1),
+    # trailer lines are header lines: the same syntax, and no more than 100
+    ("trailer-space-before-colon", CHUNKED + b"0\r\nX-A : b\r\n\r\n", 400, 6),
+    ("trailer-no-colon", CHUNKED + b"0\r\nX-Ab\r\n\r\n", 400, 6),
+    ("trailer-name-not-token", CHUNKED + b"0\r\nX(A): b\r\n\r\n", 400, 4),
+    ("trailer-empty-name", CHUNKED + b"0\r\n: b\r\n\r\n", 400, 3),
+    ("trailer-obs-fold", CHUNKED + b"0\r\nX-A: b\r\n c\r\n\r\n", 400, 11),
+    ("trailer-obs-fold-tab", CHUNKED + b"0\r\nX-A: b\r\n\tc\r\n\r\n", 400, 11),
+    ("trailer-nul", CHUNKED + b"0\r\nX-A: b\x00c\r\n\r\n", 400, 9),
+    ("trailer-bare-cr", CHUNKED + b"0\r\nX-A: b\rX-B: c\r\n\r\n", 400, 9),
+    ("trailer-del", CHUNKED + b"0\r\nX-A: b\x7fc\r\n\r\n", 400, 9),
+    ("trailer-101-lines", CHUNKED + b"0\r\n" + b"".join(b"X-T%03d: 1\r\n" % i for i in range(101)) + b"\r\n",
+     400, 3 + 100 * 11),
     ("obs-fold", head_with(b"X-Folded: one", b" two"), 400, None),
     ("obs-fold-tab", head_with(b"X-Folded: one", b"\ttwo"), 400, None),
     ("space-before-colon", head_with(b"Transfer-Encoding : chunked", request_line=b"POST / HTTP/1.1")

@@ -39,6 +39,8 @@
 /* What body.c promises (its BODY_MAX_LINE): a size line or trailer line,
  * CRLF included, is at most this long. */
 #define MAX_LINE 4096
+/* And no more trailer lines than header lines in a head (HTTP_MAX_HEADERS). */
+#define MAX_TRAILERS 100
 
 struct outcome {
     bool error;
@@ -135,6 +137,14 @@ static int hex_digit(uint8_t c)
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+/* RFC 9110's tchar, written out again rather than taken from http.c. */
+static bool is_tchar(uint8_t c)
+{
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+        return true;
+    return (c >= '0' && c <= '9') || (c != 0 && memchr("!#$%&'*+-.^_`|~", c, 15) != NULL);
+}
+
 enum { REF_ERROR = -1, REF_INCOMPLETE = -2 };
 
 /* An independent reader of the grammar body.c implements, for a whole
@@ -143,8 +153,10 @@ enum { REF_ERROR = -1, REF_INCOMPLETE = -2 };
  *   chunk   = size [ ";" ext ] CRLF data CRLF      size: 1-15 hex digits, > 0
  *   last-chunk = size [ ";" ext ] CRLF             size: 1-15 hex digits, = 0
  *   ext     = any bytes but CTLs (HTAB allowed), up to the CR
- *   trailer = (a byte > SP, not DEL-limited) any bytes but CTLs (HTAB ok) CRLF
- * and no size or trailer line longer than MAX_LINE bytes, CRLF included.
+ *   trailer = 1*tchar ":" value CRLF
+ *   value   = any bytes but CTLs and DEL (HTAB allowed)
+ * and no size or trailer line longer than MAX_LINE bytes, CRLF included,
+ * nor more than MAX_TRAILERS trailer lines.
  * Returns where the body ends, REF_ERROR or REF_INCOMPLETE, deciding at
  * the first byte that settles it, as an incremental reader would. */
 static long long reference_chunked(const uint8_t *d, size_t len)
@@ -204,7 +216,7 @@ static long long reference_chunked(const uint8_t *d, size_t len)
         if (d[i++] != '\n')
             return REF_ERROR;
     }
-    for (;;) { /* trailer lines, then the empty line */
+    for (int trailers = 0;; trailers++) { /* trailer lines, then the empty line */
         line = i;
         NEED();
         if (d[i] == '\r') {
@@ -212,13 +224,20 @@ static long long reference_chunked(const uint8_t *d, size_t len)
             NEED();
             return d[i] == '\n' ? (long long)i + 1 : REF_ERROR;
         }
-        if (d[i] <= ' ')
+        if (trailers == MAX_TRAILERS || !is_tchar(d[i]))
             return REF_ERROR;
-        for (i++;; i++) {
+        for (i++;; i++) { /* the name, up to the colon */
+            NEED();
+            if (d[i] == ':')
+                break;
+            if (!is_tchar(d[i]))
+                return REF_ERROR;
+        }
+        for (i++;; i++) { /* the value */
             NEED();
             if (d[i] == '\r')
                 break;
-            if (d[i] < 0x20 && d[i] != '\t')
+            if ((d[i] < 0x20 && d[i] != '\t') || d[i] == 0x7f)
                 return REF_ERROR;
         }
         i++;

@@ -657,6 +657,17 @@ static int hex_digit(uint8_t c)
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+/* And no more trailer lines than header lines in a head (HTTP_MAX_HEADERS). */
+#define MAX_TRAILERS 100
+
+/* RFC 9110's tchar, written out again rather than taken from http.c. */
+static bool is_tchar(uint8_t c)
+{
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+        return true;
+    return (c >= '0' && c <= '9') || (c != 0 && memchr("!#$%&'*+-.^_`|~", c, 15) != NULL);
+}
+
 /* A reference decoder of body.c's chunked grammar (see fuzz_chunked.c's
  * reference_chunked, of which this is a copy that also collects the chunk
  * data into *out). Returns where the body ends, REF_ERROR or
@@ -722,7 +733,7 @@ static long long reference_dechunk(const uint8_t *d, size_t len, struct collecte
         if (d[i++] != '\n')
             return REF_ERROR;
     }
-    for (;;) {
+    for (int trailers = 0;; trailers++) {
         line = i;
         NEED();
         if (d[i] == '\r') {
@@ -730,13 +741,20 @@ static long long reference_dechunk(const uint8_t *d, size_t len, struct collecte
             NEED();
             return d[i] == '\n' ? (long long)i + 1 : REF_ERROR;
         }
-        if (d[i] <= ' ')
+        if (trailers == MAX_TRAILERS || !is_tchar(d[i]))
             return REF_ERROR;
+        for (i++;; i++) {
+            NEED();
+            if (d[i] == ':')
+                break;
+            if (!is_tchar(d[i]))
+                return REF_ERROR;
+        }
         for (i++;; i++) {
             NEED();
             if (d[i] == '\r')
                 break;
-            if (d[i] < 0x20 && d[i] != '\t')
+            if ((d[i] < 0x20 && d[i] != '\t') || d[i] == 0x7f)
                 return REF_ERROR;
         }
         i++;

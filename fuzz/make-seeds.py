@@ -91,6 +91,14 @@ CHUNKED = {
     "big-chunk": b"400\r\n" + bytes(range(256)) * 4 + b"\r\n0\r\n\r\n",
     "empty-size": b"\r\n0\r\n\r\n",
     "cr-in-trailer": b"0\r\nX-A: 1\rX-B: 2\r\n\r\n",
+    "trailer-space-before-colon": b"0\r\nX-A : 1\r\n\r\n",
+    "trailer-no-colon": b"0\r\nX-A 1\r\n\r\n",
+    "trailer-name-not-token": b"0\r\nX(A)@: 1\r\n\r\n",
+    "trailer-empty-name": b"0\r\n: 1\r\n\r\n",
+    "trailer-nul-del": b"0\r\nX-A: 1\x00\x7f\r\n\r\n",
+    "trailer-tchars": b"0\r\n!#$%&'*+-.^_`|~09azAZ:\t\xff v \r\nX-Empty:\r\n\r\n",
+    "trailers-100": b"0\r\n" + b"".join(b"T%d:%d\r\n" % (i, i) for i in range(100)) + b"\r\n",
+    "trailers-101": b"0\r\n" + b"".join(b"T%d:%d\r\n" % (i, i) for i in range(101)) + b"\r\n",
 }
 
 CONFIG = {
@@ -154,6 +162,8 @@ RESPONSE = {
                       b"Last-Modified: Wed, 22 Jul 2009 19:15:56 GMT\r\nETag: \"34aa387-d-1568eb00\"\r\n"
                       b"Accept-Ranges: bytes\r\nContent-Length: 13\r\nVary: Accept-Encoding\r\n"
                       b"Content-Type: text/plain\r\n\r\nHello, world!",
+    "chunked-bad-trailer": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                           b"X-A : 1\r\n folded\r\n\r\n",
     "chunked-trailers": b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
                         b"Trailer: Expires\r\n\r\n7\r\nMozilla\r\n9;ext=x\r\nDeveloper\r\n7\r\nNetwork\r\n"
                         b"0\r\nExpires: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n",

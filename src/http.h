@@ -118,4 +118,10 @@ bool http_list_has_word(const char *buf, const struct http_header *headers, size
 bool http_is_hop_by_hop(const char *buf, const struct http_header *headers, size_t count,
                         struct http_span name);
 
+/* The characters of a header line, for the trailer lines of a chunked body
+ * (body.c): a header name is made of "tchar"s, a value of visible ASCII,
+ * blanks and bytes >= 0x80. */
+bool http_is_token_char(unsigned char c);
+bool http_is_value_char(unsigned char c);
+
 #endif

@@ -68,4 +68,10 @@ bool http_span_is(const char *buf, struct http_span span, const char *name);
 /* True if spans a and b in buf hold the same text, ignoring case. */
 bool http_span_equal(const char *buf, struct http_span a, struct http_span b);
 
+/* The characters of a header line, for the trailer lines of a chunked body
+ * (body.c): a header name is made of "tchar"s, a value of visible ASCII,
+ * blanks and bytes >= 0x80. */
+bool http_is_token_char(unsigned char c);
+bool http_is_value_char(unsigned char c);
+
 #endif

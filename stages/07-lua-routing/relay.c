@@ -26,6 +26,7 @@
 #include "relay.h"
 
 #include "backend.h"
+#include "clock.h"
 #include "config.h"
 #include "connection.h"
 #include "http.h"
@@ -114,17 +115,39 @@ static void fail_request(struct relay *relay, int status)
     connection_shutdown_write(&relay->client);
 }
 
+/* The least time between two lines about a shortage of our own. */
+#define SHORTAGE_REPORT_INTERVAL 1.0
+
+/* Logs that a connect failed for a shortage of our own and the request
+ * gets a 503: at most one line a second, with how many such requests there
+ * were since the last line, as the listener counts the clients it turns
+ * away (a shortage hits every request at once). */
+static void report_shortage(const struct relay *relay, int error)
+{
+    static unsigned long answered;  /* requests answered 503 since the last line */
+    static double reported_at = -SHORTAGE_REPORT_INTERVAL;
+    double now = clock_now();
+
+    answered++;
+    if (now - reported_at < SHORTAGE_REPORT_INTERVAL)
+        return;
+    log_msg("cannot connect to backend %s: %s; answered %lu request(s) with 503",
+            relay->current->name, strerror(error), answered);
+    answered = 0;
+    reported_at = now;
+}
+
 /* A connect to relay->address failed with `error`. If that is our own
  * shortage (out of file descriptors, memory or local ports), no backend is
- * to blame and any other would fail the same way: returns false. Otherwise
- * marks the backend down once every address of it has failed, and returns
- * true: trying another backend makes sense. */
+ * to blame and any other would fail the same way: returns false, and the
+ * request is to get a 503. Otherwise marks the backend down once every
+ * address of it has failed, and returns true: trying another backend makes
+ * sense. */
 static bool attempt_failed(struct relay *relay, int error)
 {
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
         error == EADDRNOTAVAIL) {
-        errno = error;
-        log_errno("cannot connect to backend %s", relay->current->name);
+        report_shortage(relay, error);
         return false;
     }
     if (relay->address->ai_next == NULL)
@@ -134,7 +157,8 @@ static bool attempt_failed(struct relay *relay, int error)
 
 /* Starts a connect to the next address of the current backend, or else to
  * the next backend the pool offers. Returns 0 when a connect is under way,
- * -1 when nothing is left to try. */
+ * -1 when nothing is left to try, -2 when we are short of descriptors (or
+ * memory, or local ports) ourselves. */
 static int connect_next(struct relay *relay)
 {
     for (;;) {
@@ -152,7 +176,7 @@ static int connect_next(struct relay *relay)
         fd = net_connect_start(relay->address);
         if (fd == -1) {
             if (!attempt_failed(relay, errno))
-                return -1;
+                return -2;
             continue;
         }
         connection_init(&relay->backend, fd, true, relay_handle, relay);
@@ -161,11 +185,19 @@ static int connect_next(struct relay *relay)
     }
 }
 
-/* No backend of the pool could be reached. */
-static void answer_bad_gateway(struct relay *relay)
+/* Starts the next connect; if none can start, answers 503 when the
+ * shortage is our own (no backend is to blame), else 502: no backend of the
+ * pool could be reached. */
+static void connect_or_answer(struct relay *relay)
 {
-    pool_unreachable(relay->pool);
-    fail_request(relay, 502);
+    int rc = connect_next(relay);
+
+    if (rc == -2) {
+        fail_request(relay, 503);
+    } else if (rc == -1) {
+        pool_unreachable(relay->pool);
+        fail_request(relay, 502);
+    }
 }
 
 /* Passes body bytes to the backend, as far as the framing says the body
@@ -244,8 +276,7 @@ static void request_ready(struct relay *relay)
         return;
     }
     relay->phase = PHASE_CONNECTING;
-    if (connect_next(relay) == -1)
-        answer_bad_gateway(relay);
+    connect_or_answer(relay);
 }
 
 /* Bytes of the head arrived: keep them and parse on. */
@@ -310,8 +341,10 @@ static void connect_finished(struct relay *relay)
     }
     bool retry = attempt_failed(relay, error);
     release_backend(relay);
-    if (!retry || connect_next(relay) == -1)
-        answer_bad_gateway(relay);
+    if (retry)
+        connect_or_answer(relay);
+    else
+        fail_request(relay, 503);
 }
 
 /* Dispatches bytes from the client by phase. */

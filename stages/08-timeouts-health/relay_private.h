@@ -72,7 +72,8 @@ bool relay_attempt_failed(struct relay *relay, int error);
 void relay_release_backend(struct relay *relay);
 
 /* Starts a connect to the next address or backend. Returns 0 when one is
- * under way, -1 when nothing is left to try. */
+ * under way, -1 when nothing is left to try, -2 when we are short of
+ * descriptors (or memory, or local ports) ourselves. */
 int relay_connect_next(struct relay *relay);
 
 /* Applies the rules that link the two sides after anything happened, then

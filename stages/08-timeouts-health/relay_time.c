@@ -103,13 +103,15 @@ static void cut_off(struct relay *relay)
 static void connect_timed_out(struct relay *relay)
 {
     bool retry;
+    int rc;
 
     log_timeout(relay, DEADLINE_CONNECT, "the backend did not accept the connection");
     retry = relay_attempt_failed(relay, ETIMEDOUT);
     relay_release_backend(relay);
-    if (retry && relay_connect_next(relay) == 0)
+    rc = retry ? relay_connect_next(relay) : -1;
+    if (rc == 0)
         return;
-    relay_fail_request(relay, 504);
+    relay_fail_request(relay, rc == -2 ? 503 : 504); /* -2: out of fds ourselves */
 }
 
 static void deadline_passed(struct relay *relay, enum deadline which)

@@ -45,6 +45,16 @@ static bool is_value_char(unsigned char c)
     return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+bool http_is_token_char(unsigned char c)
+{
+    return is_token_char(c);
+}
+
+bool http_is_value_char(unsigned char c)
+{
+    return is_value_char(c);
+}
+
 void http_request_init(struct http_request *req)
 {
     memset(req, 0, sizeof *req);

@@ -2,9 +2,14 @@
  *
  * The chunked parser is strict, on purpose: chunk sizes are hex digits only
  * (at most 15, so no size can overflow), every line ends in CRLF, and the
- * data of each chunk must be followed by CRLF. A body that any two programs
- * could read differently is refused, not guessed at. */
+ * data of each chunk must be followed by CRLF; a trailer line is a header
+ * line as http.c reads one in a head (a token name, a colon right after it,
+ * no control characters, no folding), and there are no more of them than
+ * header lines in a head. A body that any two programs could read
+ * differently is refused, not guessed at. */
 #include "body.h"
+
+#include "http.h"
 
 #include "hex.h"
 
@@ -19,7 +24,8 @@ enum state {
     C_DATA_CR,         /* CRLF after the data */
     C_DATA_LF,
     C_TRAILER_START,   /* start of a trailer line, or the final empty line */
-    C_TRAILER,         /* inside a trailer line, up to the CR */
+    C_TRAILER_NAME,    /* a trailer's name, up to the colon */
+    C_TRAILER,         /* a trailer's value, up to the CR */
     C_TRAILER_LF,
     C_END_LF,          /* saw CR on the final empty line */
 };
@@ -94,17 +100,26 @@ static ssize_t frame_chunked(struct body_framer *f, const char *data, size_t len
             f->state = C_SIZE;
             break;
         case C_TRAILER_START:
-            if (c == '\r')
+            if (c == '\r') {
                 f->state = C_END_LF;
-            else if (c < 0x20 || c == ' ')
-                return -1;
-            else
+            } else if (http_is_token_char(c)) {
+                if (++f->trailers > HTTP_MAX_HEADERS)
+                    return -1;
+                f->state = C_TRAILER_NAME;
+            } else {
+                return -1; /* includes obsolete line folding (SP, HTAB) */
+            }
+            break;
+        case C_TRAILER_NAME:
+            if (c == ':')
                 f->state = C_TRAILER;
+            else if (!http_is_token_char(c))
+                return -1; /* includes white space before the colon, or no colon */
             break;
         case C_TRAILER:
             if (c == '\r')
                 f->state = C_TRAILER_LF;
-            else if (c < 0x20 && c != '\t')
+            else if (!http_is_value_char(c))
                 return -1;
             break;
         case C_TRAILER_LF:

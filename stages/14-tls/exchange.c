@@ -303,19 +303,41 @@ void relay_fail_request(struct relay *relay, int status)
     buffer_free(&answer);
 }
 
+/* The least time between two lines about a shortage of our own. */
+#define SHORTAGE_REPORT_INTERVAL 1.0
+
+/* Logs that a connect failed for a shortage of our own and the request
+ * gets a 503: at most one line a second, with how many such requests there
+ * were since the last line, as the listener counts the clients it turns
+ * away (a shortage hits every request at once). */
+static void report_shortage(const struct exchange *x, int error)
+{
+    static unsigned long answered;  /* requests answered 503 since the last line */
+    static double reported_at = -SHORTAGE_REPORT_INTERVAL;
+    double now = reactor_now();
+
+    answered++;
+    if (now - reported_at < SHORTAGE_REPORT_INTERVAL)
+        return;
+    log_msg("cannot connect to backend %s: %s; answered %lu request(s) with 503",
+            x->current->name, strerror(error), answered);
+    answered = 0;
+    reported_at = now;
+}
+
 /* A connect to x->address failed with `error`. If that is our own
  * shortage (out of file descriptors, memory or local ports), no backend is
- * to blame and any other would fail the same way: returns false. Otherwise
- * marks the backend down once every address of it has failed, and returns
- * true: trying another backend makes sense. */
+ * to blame and any other would fail the same way: returns false, and the
+ * request is to get a 503. Otherwise marks the backend down once every
+ * address of it has failed, and returns true: trying another backend makes
+ * sense. */
 bool relay_attempt_failed(struct relay *relay, int error)
 {
     struct exchange *x = &relay->x;
 
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
         error == EADDRNOTAVAIL) {
-        errno = error;
-        log_errno("cannot connect to backend %s", x->current->name);
+        report_shortage(x, error);
         return false;
     }
     if (x->address->ai_next == NULL)
@@ -326,7 +348,8 @@ bool relay_attempt_failed(struct relay *relay, int error)
 /* Gets an idle connection of the next backend, or starts a connect to the
  * next address of the current backend or else to the next backend the pool
  * offers. Returns 1 with a connection ready, 0 when a connect is under
- * way, -1 when nothing is left to try. */
+ * way, -1 when nothing is left to try, -2 when we are short of descriptors
+ * (or memory, or local ports) ourselves. */
 static int connect_next(struct relay *relay)
 {
     struct exchange *x = &relay->x;
@@ -354,7 +377,7 @@ static int connect_next(struct relay *relay)
         x->upstream = upstream_connect(x->current, x->address, exchange_upstream_event, relay);
         if (x->upstream == NULL) {
             if (!relay_attempt_failed(relay, errno))
-                return -1;
+                return -2;
             continue;
         }
         x->attempt_started = reactor_now();
@@ -386,6 +409,9 @@ void exchange_connect(struct relay *relay, int status)
             send_request(relay);
         break;
     case 0:
+        break;
+    case -2: /* our own shortage: no backend is to blame */
+        relay_fail_request(relay, 503);
         break;
     default:
         if (status == 502)
@@ -600,7 +626,7 @@ static void connect_finished(struct relay *relay)
     if (retry)
         exchange_connect(relay, 502);
     else
-        relay_fail_request(relay, 502);
+        relay_fail_request(relay, 503);
 }
 
 void exchange_client_data(struct relay *relay, const char *data, size_t len)

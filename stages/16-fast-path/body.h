@@ -19,6 +19,7 @@ struct body_framer {
     uint64_t remaining;     /* bytes left: of the body, or of this chunk's data */
     int state;              /* where the chunked parser is */
     int digits;             /* hex digits of the chunk size so far */
+    int trailers;           /* trailer lines so far */
     size_t line_length;     /* length of the current size or trailer line */
     /* Optional, for a chunked body: called with each piece of chunk data
      * as it passes (to take the chunked coding off for an HTTP/1.0 client). */
