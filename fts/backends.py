@@ -720,6 +720,7 @@ class KeepAliveBackend:
       /hop                       a response with HOP_RESPONSE_HEADERS
       /bad?kind=K                BAD_RESPONSES[K]; the connection stays open
       /delay?seconds=S&size=N    /cl after a pause
+      /tagged?tag=T&size=N       N bytes: "tag=T\n", then pattern bytes
     A HEAD gets the head a GET would (Content-Length or chunked) and no
     body. close=1 in any query makes the answer say Connection: close
     (and the backend close after it). A request with Expect: 100-continue and a body gets "100
@@ -911,6 +912,11 @@ class KeepAliveBackend:
 
     def _route_cl(self, info, record, query, head_only, closing):
         self._answer(info, record, head_only, closing, pattern(int(query.get("size", 100))))
+
+    def _route_tagged(self, info, record, query, head_only, closing):
+        tag = f"tag={query.get('tag', '')}\n".encode()
+        self._answer(info, record, head_only, closing,
+                     tag + pattern(max(0, int(query.get("size", 100)) - len(tag))))
 
     def _route_delay(self, info, record, query, head_only, closing):
         time.sleep(float(query.get("seconds", 0.1)))

@@ -149,9 +149,13 @@ void relay_settle_or_close(struct relay *relay)
 
     /* An exchange is over and the connection stays: on to the next one,
      * and to the one after if the client sent it already (pipelining) and
-     * rsp answers it at once. */
+     * rsp answers it at once; but only once the client has taken what we
+     * queued for it down to the low-water mark, and all a pipe held for
+     * it. Queued is not delivered: a client that pipelines and never
+     * reads would otherwise have every answer piled up in our memory. Its
+     * EPOLLOUT brings us back here. */
     while (relay->x.response_done && relay->x.keep_client && relay->x.phase == PHASE_SENT &&
-           !client->broken)
+           !client->broken && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0)
         exchange_next(relay);
     if (relay_drained(relay)) {
         relay_close(relay);
