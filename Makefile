@@ -100,8 +100,9 @@ uninstall:
 # conffiles, maintainer scripts, Depends from dpkg-shlibdeps). Needs
 # dpkg-dev (in build-essential) besides the build's own packages:
 # ./setup-env.sh --build installs exactly those.
+DEB_DIR ?= .
 deb: FORCE
-	dist/debian/build
+	dist/debian/build $(DEB_DIR)
 
 diffs:
 	tools/stage-check --fix
