@@ -96,7 +96,7 @@ fi
 # The unit files enabled now: what the install enables on top is reported.
 enabled_units() {
   if command -v systemctl >/dev/null 2>&1; then
-    systemctl list-unit-files --state=enabled --no-legend 2>/dev/null | awk '{print $1}' | sort
+    { systemctl list-unit-files --state=enabled --no-legend 2>/dev/null || true; } | awk '{print $1}' | sort
   fi
 }
 
