@@ -130,7 +130,7 @@ fuzz-regressions: FORCE
 clean:
 	$(MAKE) -C src clean
 	$(MAKE) -C fuzz clean
-	rm -rf build
+	rm -rf build rsp_*.deb
 	@set -e; for s in $(STAGES); do $(MAKE) -C $$s clean; done
 
 FORCE:
