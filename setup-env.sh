@@ -1,7 +1,46 @@
 #!/usr/bin/env bash
-# Installs everything rsp needs to build, run and test on Debian/Ubuntu.
-# Idempotent: running it twice is harmless. Works as root or through sudo.
+# Installs what rsp needs on Debian/Ubuntu. Idempotent: running it twice is
+# harmless. Works as root or through sudo.
+#
+#   ./setup-env.sh            the developer's set: build, test, benchmark (nginx,
+#                             haproxy, chromium, certbot, pebble...). The daemons
+#                             among them are disabled and stopped: after a reboot
+#                             nothing of theirs listens.
+#   ./setup-env.sh --build    only what building rsp and its Debian package needs
+#                             (compiler, make, dpkg-dev, the -dev libraries):
+#                             for `make deb` on a build machine or a server.
+#   ./setup-env.sh --list     (with or without --build) print the packages and exit
 set -euo pipefail
+
+usage() {
+  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+}
+
+mode=all
+list=0
+for arg in "$@"; do
+  case "$arg" in
+    --build) mode=build ;;
+    --list) list=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "setup-env.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+# What building rsp (make, make deb) needs, and nothing else.
+BUILD_PACKAGES=(
+  build-essential        # gcc, make, and dpkg-dev: make deb's dpkg-shlibdeps, dpkg-buildflags
+  pkg-config             # finds LuaJIT's flags
+  libluajit-5.1-dev      # the config language
+  libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
+)
+
+# The daemons the developer's set brings (nginx-common's nginx.service,
+# haproxy's haproxy.service): tests and benchmarks start their own copies
+# with their own configs, so the system services are disabled and stopped.
+# (The other units the set's packages bring are timers that listen on
+# nothing: certbot.timer, logrotate.timer, dpkg-db-backup.timer.)
+DAEMONS=(nginx haproxy)
 
 PACKAGES=(
   build-essential        # gcc, make
@@ -37,6 +76,14 @@ PACKAGES=(
   certbot                # the ACME client the end-to-end test drives through rsp
 )
 
+if [ "$mode" = build ]; then
+  PACKAGES=("${BUILD_PACKAGES[@]}")
+fi
+if [ "$list" = 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+
 if [ "$(id -u)" -eq 0 ]; then
   SUDO=()
 elif command -v sudo >/dev/null 2>&1; then
@@ -46,6 +93,40 @@ else
   exit 1
 fi
 
+# The unit files enabled now: what the install enables on top is reported.
+enabled_units() {
+  if command -v systemctl >/dev/null 2>&1; then
+    { systemctl list-unit-files --state=enabled --no-legend 2>/dev/null || true; } | awk '{print $1}' | sort
+  fi
+}
+
+# Disables (for the next boot) and stops each of DAEMONS that is installed:
+# with systemctl when there is one (it also handles the SysV links), else
+# with update-rc.d; stopped by systemd when it runs, else by the init script
+# (a container without systemd).
+quiet_daemons() {
+  local d
+  for d in "${DAEMONS[@]}"; do
+    [ -e "/lib/systemd/system/$d.service" ] || [ -e "/etc/init.d/$d" ] || continue
+    if command -v systemctl >/dev/null 2>&1; then
+      "${SUDO[@]}" systemctl disable --quiet "$d.service" 2>/dev/null ||
+        { echo "setup-env.sh: systemctl disable $d failed" >&2; exit 1; }
+    elif command -v update-rc.d >/dev/null 2>&1; then
+      "${SUDO[@]}" update-rc.d "$d" disable >/dev/null ||
+        { echo "setup-env.sh: update-rc.d $d disable failed" >&2; exit 1; }
+    fi
+    if [ -d /run/systemd/system ]; then
+      "${SUDO[@]}" systemctl stop "$d.service" ||
+        { echo "setup-env.sh: systemctl stop $d failed" >&2; exit 1; }
+    elif [ -x "/etc/init.d/$d" ]; then
+      "${SUDO[@]}" "/etc/init.d/$d" stop >/dev/null 2>&1 || true
+    fi
+  done
+  echo "setup-env.sh: ${DAEMONS[*]} disabled and stopped (the tests run their own; to serve with one:" \
+       "sudo systemctl enable --now NAME)"
+}
+
+before=$(enabled_units)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -57,7 +138,9 @@ else
   echo "setup-env.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   "${SUDO[@]}" apt-get update -q || { echo "setup-env.sh: apt-get update failed" >&2; exit 1; }
-  # Don't let the nginx package start a system service we never asked for.
+  # Don't let the packages start the services they bring while they
+  # install (invoke-rc.d and deb-systemd-invoke ask policy-rc.d; 101:
+  # action forbidden); quiet_daemons then disables them for the next boot.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee /usr/sbin/policy-rc.d >/dev/null
     "${SUDO[@]}" chmod +x /usr/sbin/policy-rc.d
@@ -73,8 +156,20 @@ else
 fi
 
 # Check that what we need really works, so a broken install fails here and
-# not halfway through the tests.
+# not halfway through the tests (or the build).
 pkg-config --exists luajit || { echo "setup-env.sh: pkg-config cannot find luajit" >&2; exit 1; }
+pkg-config --exists openssl || { echo "setup-env.sh: pkg-config cannot find openssl (libssl-dev)" >&2; exit 1; }
+command -v dpkg-shlibdeps >/dev/null || { echo "setup-env.sh: dpkg-shlibdeps is missing (dpkg-dev)" >&2; exit 1; }
+if [ "$mode" = build ]; then
+  echo "setup-env.sh: ready to build (make, make deb)"
+  exit 0
+fi
+
+quiet_daemons
+new_units=$(comm -13 <(echo "$before") <(enabled_units) | grep -v -E "^($(IFS='|'; echo "${DAEMONS[*]}"))\.service$" || true)
+if [ -n "$new_units" ]; then
+  echo "setup-env.sh: the packages also enabled (left as they are):" $new_units
+fi
 /usr/bin/python3 -c 'import pytest' || { echo "setup-env.sh: python3-pytest is not importable" >&2; exit 1; }
 command -v ab >/dev/null || { echo "setup-env.sh: ab is missing" >&2; exit 1; }
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null || { echo "setup-env.sh: nginx is missing" >&2; exit 1; }
@@ -89,7 +184,6 @@ command -v goaccess >/dev/null || { echo "setup-env.sh: goaccess is missing" >&2
 command -v chromium >/dev/null || { echo "setup-env.sh: chromium is missing" >&2; exit 1; }
 command -v chromedriver >/dev/null || { echo "setup-env.sh: chromedriver is missing" >&2; exit 1; }
 /usr/bin/python3 -c 'import selenium' || { echo "setup-env.sh: python3-selenium is not importable" >&2; exit 1; }
-pkg-config --exists openssl || { echo "setup-env.sh: pkg-config cannot find openssl (libssl-dev)" >&2; exit 1; }
 /usr/bin/python3 -c 'import trustme' || { echo "setup-env.sh: python3-trustme is not importable" >&2; exit 1; }
 command -v pebble >/dev/null || { echo "setup-env.sh: pebble is missing" >&2; exit 1; }
 command -v pebble-challtestsrv >/dev/null || { echo "setup-env.sh: pebble-challtestsrv is missing" >&2; exit 1; }

@@ -1,7 +1,8 @@
 -- /etc/rsp/rsp.lua: rsp in front of a personal website.
 -- Check it with `sudo rsp -t /etc/rsp/rsp.lua`, then `systemctl reload rsp`.
--- Every setting, with its default: README.md, "Running rsp in front of
--- your website"; more examples in examples/.
+-- Every setting, with its type and default: `man rsp.lua`; the command and
+-- its signals: `man rsp`. The operator's guide (README.md) and more
+-- examples (examples/): /usr/share/doc/rsp/.
 
 listen = 80                        -- every address, IPv6 and IPv4
 

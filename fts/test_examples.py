@@ -88,3 +88,70 @@ def test_routing_example_decides_as_its_comments_say(tmp_path, backend, start_pr
         # all the same, as X-Backend shows.
         assert r.status == (200 if target == "/echo" else 404), (source, target, r.raw[:300])
         assert r.header("X-Backend") == backend.name
+
+
+@pytest.mark.stage(16)
+def test_make_run_stops_once_on_ctrl_c(rsp, fixed_port, tmp_path):
+    """`make run`'s script (examples/run-demo) on the terminal it was started
+    from: a Ctrl-C stops rsp gracefully with one signal, letting a request
+    under way finish, and never logs "again: stopping now" (rsp in the
+    terminal's process group got the Ctrl-C's SIGINT and the script's
+    SIGTERM both); the backend and rsp are gone afterwards."""
+    import pty
+    import select
+    import socket
+    import subprocess
+    import time
+
+    fixed_port(8000)
+    fixed_port(8001)
+    script = os.path.join(os.path.dirname(EXAMPLES), "examples", "run-demo")
+    # A terminal of its own, as a developer's: Ctrl-C is the byte \x03 on it,
+    # which the kernel turns into SIGINT for its foreground process group.
+    controller, terminal = pty.openpty()
+    demo = subprocess.Popen([script], stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True,
+                            env=dict(os.environ, RSP=rsp.binary), close_fds=True,
+                            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
+    os.close(terminal)
+    output = b""
+
+    def read_until(done, seconds):
+        nonlocal output
+        end = time.monotonic() + seconds
+        while not done() and time.monotonic() < end:
+            ready, _, _ = select.select([controller], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(controller, 4096)
+                except OSError:  # EIO: every process of the terminal is gone
+                    return
+                if not chunk:
+                    return
+                output += chunk
+
+    try:
+        read_until(lambda: b"Ctrl-C to stop" in output or demo.poll() is not None, 30)
+        assert b"Ctrl-C to stop" in output, f"run-demo did not start:\n{output.decode(errors='replace')}"
+        # A request under way: rsp must wait for it, so a second signal would show.
+        with socket.create_connection(("127.0.0.1", 8000), timeout=10) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n")
+            read_until(lambda: False, 0.3)
+            os.write(controller, b"\x03")
+            read_until(lambda: b"stopping" in output, 10)
+            client.sendall(b"\r\n")
+            client.settimeout(10)
+            answer = client.recv(4096)
+        read_until(lambda: b"run-demo: stopped" in output, 15)
+        demo.wait(timeout=15)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        os.close(controller)
+    text = output.decode(errors="replace")
+    assert "run-demo: stopped" in text, text
+    assert "stopping;" in text and "again" not in text, text
+    assert answer.startswith(b"HTTP/1.1 200"), f"the request under way got {answer[:100]!r}:\n{text}"
+    for port in (8000, 8001):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"something still listens on {port}:\n{text}"

@@ -23,21 +23,29 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIST = os.path.join(REPO, "dist")
 PREFIX = "/usr/local"
 
+EXAMPLES = sorted(f for f in os.listdir(os.path.join(REPO, "examples")) if f.endswith(".lua"))
 # Every file `make install PREFIX=/usr/local` installs, with its mode.
 INSTALLED = {
     "usr/local/bin/rsp": 0o755,
     "usr/local/share/doc/rsp/rsp.lua.example": 0o644,
+    "usr/local/share/doc/rsp/README.md": 0o644,
+    **{f"usr/local/share/doc/rsp/examples/{name}": 0o644 for name in EXAMPLES},
+    "usr/local/share/man/man8/rsp.8": 0o644,
+    "usr/local/share/man/man5/rsp.lua.5": 0o644,
     "etc/rsp/rsp.lua": 0o644,
-    "lib/systemd/system/rsp.service": 0o644,
+    "usr/local/lib/systemd/system/rsp.service": 0o644,
     "etc/logrotate.d/rsp": 0o644,
 }
+# Where the unit goes, by PREFIX: where systemd looks for that prefix's units.
+UNIT_PATHS = {"/usr/local": "usr/local/lib/systemd/system/rsp.service",
+              "/opt/rsp": "etc/systemd/system/rsp.service"}
 LOG_DIR = "var/log/rsp"  # created, empty
 
 # Variables the Makefile reads with ?= : from the environment they would
 # win over PREFIX on the command line. MAKEFLAGS and friends come from a
 # make that runs the suite (make test).
 MAKE_ENVIRONMENT = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "DESTDIR", "PREFIX", "BINDIR", "DOCDIR",
-                    "UNITDIR", "LOG_OWNER")
+                    "UNITDIR", "LOG_OWNER", "MANDIR", "INSTALL_BINARY")
 
 
 def make(target, destdir, prefix=PREFIX):
@@ -91,6 +99,11 @@ def service_settings(unit_text):
     return settings
 
 
+def installed_config(docdir="/usr/local/share/doc/rsp"):
+    """dist/rsp.lua as make install installs it: naming its DOCDIR."""
+    return read(os.path.join(DIST, "rsp.lua")).replace(b"/usr/share/doc/rsp", docdir.encode())
+
+
 def example_setting(name):
     """A top-level NAME = VALUE of dist/rsp.lua, as written."""
     m = re.search(rf"^{name}\s*=\s*(.+?)\s*(?:--.*)?$", read(os.path.join(DIST, "rsp.lua")).decode(),
@@ -122,9 +135,12 @@ def supports_stage_10(binary):
 @pytest.mark.stage(11)
 def test_install_puts_every_file_in_place(tmp_path):
     """make install PREFIX=/usr/local DESTDIR=tmp installs exactly the binary,
-    the config and its example copy, the unit and the logrotate snippet,
-    with their modes, and an empty log directory; the copies are dist/'s
-    (the unit aside: it is made from dist/rsp.service.in)."""
+    the config and its example copy, the README and the examples, the man
+    pages, the unit (in /usr/local/lib/systemd/system, where systemd looks
+    for the administrator's units, not the distribution's /lib) and the
+    logrotate snippet, with their modes, and an empty log directory; the
+    copies are dist/'s (the unit aside: it is made from dist/rsp.service.in;
+    the config names the DOCDIR it was installed with)."""
     make("install", tmp_path)
     found = tree(tmp_path)
     files = {p: mode for p, mode in found.items() if os.path.isfile(tmp_path / p)}
@@ -135,9 +151,11 @@ def test_install_puts_every_file_in_place(tmp_path):
     assert os.path.isdir(tmp_path / LOG_DIR) and not os.listdir(tmp_path / LOG_DIR)
     assert found[LOG_DIR] == 0o755
     assert read(tmp_path / "usr/local/bin/rsp") == read(os.path.join(REPO, "src", "rsp"))
-    assert read(tmp_path / "etc/rsp/rsp.lua") == read(os.path.join(DIST, "rsp.lua"))
-    assert read(tmp_path / "usr/local/share/doc/rsp/rsp.lua.example") == read(os.path.join(DIST, "rsp.lua"))
+    assert read(tmp_path / "etc/rsp/rsp.lua") == installed_config()
+    assert read(tmp_path / "usr/local/share/doc/rsp/rsp.lua.example") == installed_config()
     assert read(tmp_path / "etc/logrotate.d/rsp") == read(os.path.join(DIST, "rsp.logrotate"))
+    assert read(tmp_path / "usr/local/share/man/man8/rsp.8") == read(os.path.join(DIST, "rsp.8"))
+    assert read(tmp_path / "usr/local/share/man/man5/rsp.lua.5") == read(os.path.join(DIST, "rsp.lua.5"))
     if os.geteuid() == 0:
         # Root hands the log directory to the config's user, as Debian does
         # for nginx: rsp reopens its log after dropping to that user.
@@ -159,7 +177,7 @@ def test_unit_runs_the_installed_binary(tmp_path, prefix):
     make("install", tmp_path, prefix=prefix)
     binary = f"{prefix}/bin/rsp"
     assert os.access(tmp_path / binary.lstrip("/"), os.X_OK)
-    text = (tmp_path / "lib/systemd/system/rsp.service").read_text()
+    text = (tmp_path / UNIT_PATHS[prefix]).read_text()
     assert not re.search(r"@\w+@", text), f"a placeholder is left: {re.search(r'@[A-Z_]+@', text)}"
     service = service_settings(text)
     assert service.get("ExecStartPre") == [f"{binary} -t /etc/rsp/rsp.lua"], service.get("ExecStartPre")
@@ -190,14 +208,35 @@ def test_second_install_keeps_a_changed_config(tmp_path):
     example.write_bytes(b"-- stale\n")
     output = make("install", tmp_path)
     assert config.read_bytes() == mine, f"make install overwrote the config:\n{output}"
-    assert example.read_bytes() == read(os.path.join(DIST, "rsp.lua"))
+    assert example.read_bytes() == installed_config()
     assert files_in(tmp_path) == set(INSTALLED)
 
 
 @pytest.mark.stage(11)
+@pytest.mark.parametrize("prefix", ["/usr/local", "/opt/rsp"])
+def test_installed_config_names_installed_docs(tmp_path, prefix):
+    """Every absolute path the installed config's comments name under
+    PREFIX/share/doc/rsp is installed (the README, the examples), and the
+    config points at no README.md or examples/ of the repository, which a
+    server does not have."""
+    make("install", tmp_path, prefix=prefix)
+    text = (tmp_path / "etc/rsp/rsp.lua").read_text()
+    docdir = f"{prefix}/share/doc/rsp"
+    assert docdir + "/" in text, f"the installed config does not name {docdir}:\n{text}"
+    assert "/usr/share/doc/rsp" not in text or prefix == "/usr", text
+    for named in re.findall(r"\(([\w.]+/?)\)", text):
+        if named in ("README.md", "examples/"):
+            assert (tmp_path / docdir.lstrip("/") / named).exists(), f"{docdir}/{named} is not installed"
+    for name in EXAMPLES:
+        assert (tmp_path / docdir.lstrip("/") / "examples" / name).is_file()
+    assert (tmp_path / docdir.lstrip("/") / "README.md").is_file()
+
+
+@pytest.mark.stage(11)
 def test_uninstall_keeps_config_and_logs(tmp_path):
-    """make uninstall removes the binary, the unit, the logrotate snippet
-    and the doc, and keeps /etc/rsp and /var/log/rsp with what is in them."""
+    """make uninstall removes the binary, the unit, the logrotate snippet,
+    the man pages and the doc, and keeps /etc/rsp and /var/log/rsp with
+    what is in them."""
     make("install", tmp_path)
     (tmp_path / LOG_DIR / "access.log").write_text("a line\n")
     make("uninstall", tmp_path)
@@ -260,7 +299,7 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
 
     destdir = tmp_path / "dest"
     make("install", destdir)
-    text = (destdir / "lib/systemd/system/rsp.service").read_text()
+    text = (destdir / UNIT_PATHS[PREFIX]).read_text()
     text = text.replace(f"{PREFIX}/bin/rsp", f"{destdir}{PREFIX}/bin/rsp")
     unit = tmp_path / "verify" / "rsp.service"
     unit.parent.mkdir()

@@ -21,6 +21,7 @@ The access log is tested in test_access_log.py.
 """
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -196,6 +197,39 @@ def test_wrong_usage(rsp, tmp_path, args):
     assert result.returncode == 2, f"exit status {result.returncode}, stderr: {result.stderr!r}"
     assert "usage:" in result.stderr, result.stderr
     assert "Started" not in result.stdout, result.stdout
+
+
+def parsed_options(rsp):
+    """The options the stage's rsp.c compares argv[1] with."""
+    with open(os.path.join(rsp.directory, "rsp.c")) as f:
+        return sorted(set(re.findall(r'strcmp\(argv\[1\], "(-[^"]*)"\)', f.read())))
+
+
+@pytest.mark.stage(16)
+@pytest.mark.parametrize("option", ["-h", "--help"])
+def test_help(rsp, tmp_path, option):
+    """rsp -h and --help print the usage on stdout, naming every option
+    rsp.c parses (-t, -v, --version, -h, --help), and exit 0 (before stage
+    16 they were a wrong command line: usage on stderr, status 2)."""
+    result = run_rsp(rsp, [option], tmp_path)
+    assert result.returncode == 0, f"rsp {option}: exit status {result.returncode}, stderr: {result.stderr!r}"
+    assert result.stderr == "", result.stderr
+    assert result.stdout.startswith("usage: rsp CONFIG.lua"), result.stdout
+    options = parsed_options(rsp)
+    assert {"-t", "-v", "--version", "-h", "--help"} <= set(options), f"rsp.c parses {options}"
+    words = set(re.findall(r"-{1,2}[a-z]+", result.stdout))
+    missing = [o for o in options if o not in words]
+    assert not missing, f"rsp {option} does not mention {missing}:\n{result.stdout}"
+
+
+@pytest.mark.stage(16)
+def test_version_long_option(rsp, tmp_path):
+    """rsp --version prints what rsp -v prints ("rsp 0.16.0") on stdout and
+    exits 0."""
+    result = run_rsp(rsp, ["--version"], tmp_path)
+    assert result.returncode == 0, f"exit status {result.returncode}, stderr: {result.stderr!r}"
+    assert result.stdout == VERSIONS[rsp.stage] + "\n", result.stdout
+    assert result.stderr == "", result.stderr
 
 
 @pytest.mark.parametrize("with_log", [False, pytest.param(True, marks=STAGE_11)],

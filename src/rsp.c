@@ -11,7 +11,7 @@
  * more it becomes the master (master.c) and each worker it forks runs
  * worker_run below: the same loop, the same signals.
  *
- * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v */
+ * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v | rsp -h (rsp(8)) */
 #include "access_log.h"
 #include "clock.h"
 #include "config.h"
@@ -468,12 +468,17 @@ static int check_config(const char *path)
     return 0;
 }
 
-static int usage(void)
+/* Prints the usage on out and returns status: on stdout with 0 when it
+ * was asked for (-h), on stderr with 2 after a wrong command line. */
+static int usage(FILE *out, int status)
 {
-    fprintf(stderr, "usage: rsp CONFIG.lua    run\n"
-                    "       rsp -t CONFIG.lua check the config and exit\n"
-                    "       rsp -v            print the version\n");
-    return 2;
+    fprintf(out, "usage: rsp CONFIG.lua        run with this config\n"
+                 "       rsp -t CONFIG.lua     check the config and exit (0: ok, 1: not)\n"
+                 "       rsp -v, --version     print the version and exit\n"
+                 "       rsp -h, --help        print this help and exit\n"
+                 "signals: HUP reloads the config, TERM or INT stops gracefully (a second one\n"
+                 "at once), USR1 reopens the access log. More: man rsp, man rsp.lua.\n");
+    return status;
 }
 
 /* Sets up this process to serve clients on fds and runs until it stops.
@@ -576,14 +581,16 @@ int main(int argc, char *argv[])
     unsigned long long fd_limit;
     int status = 1;
 
-    if (argc == 2 && strcmp(argv[1], "-v") == 0) {
+    if (argc == 2 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--version") == 0)) {
         printf("rsp " RSP_VERSION "\n");
         return 0;
     }
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
+        return usage(stdout, 0);
     if (argc == 3 && strcmp(argv[1], "-t") == 0)
         return check_config(argv[2]);
     if (argc != 2 || argv[1][0] == '-')
-        return usage();
+        return usage(stderr, 2);
     proxy.p.config_path = argv[1];
     /* The shared counters come first: the config finds its backends' and
      * sites' slots in them, and every worker forked later shares them. */
