@@ -8,9 +8,9 @@ forwarded path stage 07 on).
 - Header names with "_" are dropped (allow_underscores_in_headers = true
   keeps them), a client's Forwarded, X-Original-URL and X-Rewrite-URL too,
   and rsp adds its own Forwarded.
-- Stage 07: a path with an escaped slash or backslash (%2F, %5C) gets a
-  400 before route is called (allow_encoded_slashes = true lets it
-  through), and the backend gets exactly the normalized path route
+- Stage 07: a path with an escaped slash or backslash (%2F, %5C), or a
+  raw backslash, gets a 400 before route is called
+  (allow_encoded_slashes = true lets it through), and the backend gets exactly the normalized path route
   judged, with the query as sent.
 
 Two nginx tests show what the holes were for: a backend that honours
@@ -20,10 +20,11 @@ backend (backends.record_request). Waiting is a bounded poll; nothing is
 timed."""
 
 import os
+import posixpath
 
 import pytest
 
-from backends import Nginx, record_request
+from backends import Nginx, read_head, record_request
 from checks import assert_config_error, assert_rsp_page
 from client import exchange
 from netutil import free_port, ipv6_loopback_available
@@ -284,6 +285,38 @@ def test_encoded_slash_cannot_dodge_a_route_rule(guarded_nginx, start_proxy):
     assert_nginx_never_asked_for_the_secret(proxy, guarded_nginx)
 
 
+ADMIN_PAGE = b"the admin page\n"
+
+
+def backslash_is_slash(conn, backend):
+    """A RawBackend handler that reads a request head, records it, and
+    resolves its path as Node's URL parser and IIS do: "\\" is "/", then
+    dot segments go. A path under /admin gets ADMIN_PAGE, any other a
+    public page."""
+    head = read_head(conn)
+    backend.record(head)
+    target = head.split(b" ")[1].decode("latin-1").partition("?")[0]
+    body = ADMIN_PAGE if posixpath.normpath(target.replace("\\", "/")).startswith("/admin") else b"public\n"
+    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\nX-Backend: backslash\r\n\r\n%s" % (len(body), body))
+
+
+@pytest.mark.stage(7)
+def test_backslash_cannot_dodge_a_route_rule(make_raw_backend, start_proxy):
+    """route refuses /admin... with a 403, and the backend reads "\\" as
+    "/": /x/..\\admin is /admin to it, while route judged a path below
+    /x. A raw backslash in the path is refused as %5C is: rsp's 400, and
+    the backend never hears of it."""
+    backend = make_raw_backend(backslash_is_slash)
+    proxy = start_proxy(pools={"site": [backend]}, route=GUARD)
+    assert ask(proxy.port, "/x/y").body == b"public\n"
+    assert_rsp_page(ask(proxy.port, "/admin"), 403, "Forbidden")
+    for target in ("/x/..\\admin", "/x\\..\\admin/", "http://www.example.com/x/..\\admin?a=1"):
+        r = ask(proxy.port, target)
+        assert ADMIN_PAGE not in r.raw, f"{target} got the admin page: {r.raw[:300]!r}"
+        assert_rsp_page(r, 400, "Bad Request")
+    assert backend.connections == 1, f"a refused request reached the backend: {backend.received[1:]!r}"
+
+
 # -- encoded slashes (stage 07) --------------------------------------------------------
 
 COUNTING = """
@@ -296,17 +329,18 @@ end
 """
 
 ENCODED_SLASHES = ["/a%2Fb", "/a%2fb", "/a%5Cb", "/a%5cb", "/x/..%2fadmin", "/%2F", "/a%2F?x=1", "/a/%5C../b",
-                   "http://www.example.com/a%2Fb"]
+                   "http://www.example.com/a%2Fb", "/a\\b", "/x/..\\admin", "/\\?x=1", "http://www.example.com/a\\b"]
 # (target, request line forwarded)
 FINE = [("/search?q=a%2Fb", "/search?q=a%2Fb"), ("/s?p=%5c%2f&q=/", "/s?p=%5c%2f&q=/"),
-        ("/a%252Fb", "/a%252Fb"), ("/a?%2F", "/a?%2F")]
+        ("/a%252Fb", "/a%252Fb"), ("/a?%2F", "/a?%2F"), ("/s?p=a\\b", "/s?p=a\\b")]
 
 
 @pytest.mark.stage(7)
 def test_encoded_slash_in_path_is_refused_before_route(make_raw_backend, start_proxy):
-    """%2F, %2f, %5C or %5c in the path (before "?"): rsp's 400, route is
-    not called and no backend hears of it. In the query they are fine:
-    forwarded, the query as sent. (%252F is an escaped "%", not a slash.)"""
+    """%2F, %2f, %5C, %5c or a raw backslash in the path (before "?"):
+    rsp's 400, route is not called and no backend hears of it. In the
+    query they are fine: forwarded, the query as sent. (%252F is an
+    escaped "%", not a slash.)"""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(pools={"app": [recorder]}, route=COUNTING)
     for target in ENCODED_SLASHES:
@@ -328,13 +362,14 @@ end
 
 @pytest.mark.stage(7)
 def test_allow_encoded_slashes(make_raw_backend, start_proxy):
-    """allow_encoded_slashes = true: a path with %2F or %5C reaches route
-    and the backend undecoded (hex digits upper-cased, as normalization
-    writes every escape it keeps)."""
+    """allow_encoded_slashes = true: a path with %2F, %5C or a raw
+    backslash reaches route and the backend undecoded (hex digits
+    upper-cased, as normalization writes every escape it keeps; a
+    backslash as it came)."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(pools={"app": [recorder]}, route=SHOW_OR_FORWARD, allow_encoded_slashes=True)
     cases = [("/x/..%2fadmin", "/x/..%2Fadmin", ""), ("/a%5cb?q=%2f", "/a%5Cb", "?q=%2f"),
-             ("/a%2Fb", "/a%2Fb", "")]
+             ("/a%2Fb", "/a%2Fb", ""), ("/x/..\\admin?q=\\", "/x/..\\admin", "?q=\\")]
     for i, (target, path, query) in enumerate(cases):
         assert body_of(ask(proxy.port, target, headers=[("X-Show", "1")])) == path
         request_line, _, _ = forwarded_head(recorder, ask(proxy.port, target), i)

@@ -26,7 +26,7 @@ enum target_form {
 /* Choices the config makes about what may pass. */
 struct request_policy {
     bool allow_underscores_in_headers; /* forward header names with '_' */
-    bool allow_encoded_slashes;        /* let %2F and %5C through in paths */
+    bool allow_encoded_slashes;        /* let %2F, %5C and '\' through in paths */
 };
 
 struct request_info {

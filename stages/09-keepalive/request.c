@@ -141,15 +141,20 @@ static int parse_target(const struct http_request *req, const char *buf, struct 
     return 0;
 }
 
-/* True if the normal path holds an escaped '/' or '\'. Backends such as
- * nginx decode them and then resolve "..", so "/x/..%2Fadmin" would reach
- * "/admin" while we judged a path below "/x". */
+/* True if the normal path holds an escaped '/' or '\', or a bare '\'.
+ * Backends such as nginx decode the escapes and then resolve "..", so
+ * "/x/..%2Fadmin" would reach "/admin" while we judged a path below "/x";
+ * Node's URL parser and IIS read a bare '\' as '/', so "/x/..\admin"
+ * would too. */
 static bool has_encoded_slash(const char *path, size_t length)
 {
-    for (size_t i = 0; i + 2 < length; i++)
-        if (path[i] == '%' && ((path[i + 1] == '2' && path[i + 2] == 'F') ||
-                               (path[i + 1] == '5' && path[i + 2] == 'C')))
+    for (size_t i = 0; i < length; i++) {
+        if (path[i] == '\\')
             return true;
+        if (path[i] == '%' && i + 2 < length &&
+            ((path[i + 1] == '2' && path[i + 2] == 'F') || (path[i + 1] == '5' && path[i + 2] == 'C')))
+            return true;
+    }
     return false;
 }
 
