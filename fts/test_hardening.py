@@ -7,7 +7,8 @@ forwarded path stage 07 on).
   other form rsp's 400, before any backend hears of it.
 - Header names with "_" are dropped (allow_underscores_in_headers = true
   keeps them), a client's Forwarded, X-Original-URL and X-Rewrite-URL too,
-  and rsp adds its own Forwarded.
+  and X-Forwarded-Port, -Ssl, -Scheme, -Prefix, X-Url-Scheme and
+  Front-End-Https; rsp adds its own Forwarded and X-Forwarded-Port.
 - Stage 07: a path with an escaped slash or backslash (%2F, %5C), or a
   raw backslash, gets a 400 before route is called
   (allow_encoded_slashes = true lets it through), and the backend gets exactly the normalized path route
@@ -116,7 +117,7 @@ def test_absolute_form_is_forwarded_in_origin_form(recording, stage, method, tar
         line = line.replace(" HTTP/1.0", " HTTP/1.1")
     assert request_line == line
     assert kept == [f"Host: {authority}"] + [f"{n}: {v}" for n, v in headers]
-    assert added == forwarded_headers(authority, stage)
+    assert added == forwarded_headers(authority, stage, proxy.port)
 
 
 @pytest.mark.stage(6)
@@ -128,7 +129,8 @@ def test_asterisk_form_only_with_options(recording, stage):
     r = exchange(proxy.port, http_request(method="OPTIONS", target="*"))
     request_line, kept, added = forwarded_head(recorder, r, before)
     assert request_line == "OPTIONS * HTTP/1.1"
-    assert kept == ["Host: www.example.com"] and added == forwarded_headers("www.example.com", stage)
+    assert kept == ["Host: www.example.com"]
+    assert added == forwarded_headers("www.example.com", stage, proxy.port)
     for method in ("GET", "DELETE", "POST"):
         headers = [("Content-Length", "0")] if method == "POST" else []
         assert_refused(recorder, exchange(proxy.port, http_request(method=method, target="*", headers=headers)),
@@ -450,7 +452,7 @@ def test_header_names_with_underscores(make_raw_backend, start_proxy, stage, all
     _, kept, added = forwarded_head(recorder, exchange(proxy.port, http_request(headers=sent)), 0)
     expected = sent if allow else [h for h in sent if "_" not in h[0]]
     assert kept == ["Host: www.example.com"] + [f"{n}: {v}" for n, v in expected]
-    assert added == forwarded_headers("www.example.com", stage)
+    assert added == forwarded_headers("www.example.com", stage, proxy.port)
 
 
 SPOOFS = [("Forwarded", "for=6.6.6.6;host=admin.example.com;proto=https"), ("forwarded", "for=unknown"),
@@ -480,8 +482,32 @@ def test_spoofable_headers_dropped_and_one_forwarded_added(recording, stage, hos
     _, kept, added = forwarded_head(recorder, r, before)
     no_host = [] if stage <= 8 else ["Host: "]
     assert kept == ([f"Host: {host}"] if host is not None else no_host) + ["X-Normal: 1"]
-    assert added == forwarded_headers(host, stage)
+    assert added == forwarded_headers(host, stage, proxy.port)
     assert [line for line in added if line.lower().startswith("forwarded:")] == [forwarded_line(host)]
+
+
+# Headers frameworks believe about the scheme, port or path prefix the
+# client used: Rack ranks X-Forwarded-Ssl above X-Forwarded-Proto; Django,
+# Spring and werkzeug read the port and the prefix.
+FORWARDING = [("X-Forwarded-Port", "443"), ("X-Forwarded-Ssl", "on"), ("X-Forwarded-Scheme", "https"),
+              ("X-Url-Scheme", "https"), ("Front-End-Https", "on"), ("X-Forwarded-Prefix", "/admin")]
+
+
+@pytest.mark.stage(6)
+def test_client_forwarding_headers_never_reach_the_backend(recording, stage):
+    """A client's X-Forwarded-Port, X-Forwarded-Ssl, X-Forwarded-Scheme,
+    X-Url-Scheme, Front-End-Https and X-Forwarded-Prefix, each sent three
+    times (as written, in odd case, in upper case), never reach the
+    backend; it gets exactly one X-Forwarded-Port, set by rsp: the port of
+    the listener the client connected to."""
+    recorder, proxy = recording
+    before = len(recorder.received)
+    sent = [h for name, value in FORWARDING for h in [(name, value), (name.swapcase(), value), (name.upper(), value)]]
+    r = exchange(proxy.port, http_request(headers=[sent[0], ("X-Normal", "1"), *sent[1:]]))
+    _, kept, added = forwarded_head(recorder, r, before)
+    assert kept == ["Host: www.example.com", "X-Normal: 1"], f"a client's forwarding header reached the backend: {kept}"
+    assert added == forwarded_headers("www.example.com", stage, proxy.port), \
+        f"expected rsp's own forwarding headers only, X-Forwarded-Port: {proxy.port} among them: {added}"
 
 
 @pytest.mark.stage(6)
