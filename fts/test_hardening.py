@@ -7,10 +7,11 @@ forwarded path stage 07 on).
   other form rsp's 400, before any backend hears of it.
 - Header names with "_" are dropped (allow_underscores_in_headers = true
   keeps them), a client's Forwarded, X-Original-URL and X-Rewrite-URL too,
-  and rsp adds its own Forwarded.
-- Stage 07: a path with an escaped slash or backslash (%2F, %5C) gets a
-  400 before route is called (allow_encoded_slashes = true lets it
-  through), and the backend gets exactly the normalized path route
+  and X-Forwarded-Port, -Ssl, -Scheme, -Prefix, X-Url-Scheme and
+  Front-End-Https; rsp adds its own Forwarded and X-Forwarded-Port.
+- Stage 07: a path with an escaped slash or backslash (%2F, %5C), or a
+  raw backslash, gets a 400 before route is called
+  (allow_encoded_slashes = true lets it through), and the backend gets exactly the normalized path route
   judged, with the query as sent.
 
 Two nginx tests show what the holes were for: a backend that honours
@@ -20,10 +21,11 @@ backend (backends.record_request). Waiting is a bounded poll; nothing is
 timed."""
 
 import os
+import posixpath
 
 import pytest
 
-from backends import Nginx, record_request
+from backends import Nginx, read_head, record_request
 from checks import assert_config_error, assert_rsp_page
 from client import exchange
 from netutil import free_port, ipv6_loopback_available
@@ -115,7 +117,7 @@ def test_absolute_form_is_forwarded_in_origin_form(recording, stage, method, tar
         line = line.replace(" HTTP/1.0", " HTTP/1.1")
     assert request_line == line
     assert kept == [f"Host: {authority}"] + [f"{n}: {v}" for n, v in headers]
-    assert added == forwarded_headers(authority, stage)
+    assert added == forwarded_headers(authority, stage, proxy.port)
 
 
 @pytest.mark.stage(6)
@@ -127,7 +129,8 @@ def test_asterisk_form_only_with_options(recording, stage):
     r = exchange(proxy.port, http_request(method="OPTIONS", target="*"))
     request_line, kept, added = forwarded_head(recorder, r, before)
     assert request_line == "OPTIONS * HTTP/1.1"
-    assert kept == ["Host: www.example.com"] and added == forwarded_headers("www.example.com", stage)
+    assert kept == ["Host: www.example.com"]
+    assert added == forwarded_headers("www.example.com", stage, proxy.port)
     for method in ("GET", "DELETE", "POST"):
         headers = [("Content-Length", "0")] if method == "POST" else []
         assert_refused(recorder, exchange(proxy.port, http_request(method=method, target="*", headers=headers)),
@@ -284,6 +287,38 @@ def test_encoded_slash_cannot_dodge_a_route_rule(guarded_nginx, start_proxy):
     assert_nginx_never_asked_for_the_secret(proxy, guarded_nginx)
 
 
+ADMIN_PAGE = b"the admin page\n"
+
+
+def backslash_is_slash(conn, backend):
+    """A RawBackend handler that reads a request head, records it, and
+    resolves its path as Node's URL parser and IIS do: "\\" is "/", then
+    dot segments go. A path under /admin gets ADMIN_PAGE, any other a
+    public page."""
+    head = read_head(conn)
+    backend.record(head)
+    target = head.split(b" ")[1].decode("latin-1").partition("?")[0]
+    body = ADMIN_PAGE if posixpath.normpath(target.replace("\\", "/")).startswith("/admin") else b"public\n"
+    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\nX-Backend: backslash\r\n\r\n%s" % (len(body), body))
+
+
+@pytest.mark.stage(7)
+def test_backslash_cannot_dodge_a_route_rule(make_raw_backend, start_proxy):
+    """route refuses /admin... with a 403, and the backend reads "\\" as
+    "/": /x/..\\admin is /admin to it, while route judged a path below
+    /x. A raw backslash in the path is refused as %5C is: rsp's 400, and
+    the backend never hears of it."""
+    backend = make_raw_backend(backslash_is_slash)
+    proxy = start_proxy(pools={"site": [backend]}, route=GUARD)
+    assert ask(proxy.port, "/x/y").body == b"public\n"
+    assert_rsp_page(ask(proxy.port, "/admin"), 403, "Forbidden")
+    for target in ("/x/..\\admin", "/x\\..\\admin/", "http://www.example.com/x/..\\admin?a=1"):
+        r = ask(proxy.port, target)
+        assert ADMIN_PAGE not in r.raw, f"{target} got the admin page: {r.raw[:300]!r}"
+        assert_rsp_page(r, 400, "Bad Request")
+    assert backend.connections == 1, f"a refused request reached the backend: {backend.received[1:]!r}"
+
+
 # -- encoded slashes (stage 07) --------------------------------------------------------
 
 COUNTING = """
@@ -296,17 +331,18 @@ end
 """
 
 ENCODED_SLASHES = ["/a%2Fb", "/a%2fb", "/a%5Cb", "/a%5cb", "/x/..%2fadmin", "/%2F", "/a%2F?x=1", "/a/%5C../b",
-                   "http://www.example.com/a%2Fb"]
+                   "http://www.example.com/a%2Fb", "/a\\b", "/x/..\\admin", "/\\?x=1", "http://www.example.com/a\\b"]
 # (target, request line forwarded)
 FINE = [("/search?q=a%2Fb", "/search?q=a%2Fb"), ("/s?p=%5c%2f&q=/", "/s?p=%5c%2f&q=/"),
-        ("/a%252Fb", "/a%252Fb"), ("/a?%2F", "/a?%2F")]
+        ("/a%252Fb", "/a%252Fb"), ("/a?%2F", "/a?%2F"), ("/s?p=a\\b", "/s?p=a\\b")]
 
 
 @pytest.mark.stage(7)
 def test_encoded_slash_in_path_is_refused_before_route(make_raw_backend, start_proxy):
-    """%2F, %2f, %5C or %5c in the path (before "?"): rsp's 400, route is
-    not called and no backend hears of it. In the query they are fine:
-    forwarded, the query as sent. (%252F is an escaped "%", not a slash.)"""
+    """%2F, %2f, %5C, %5c or a raw backslash in the path (before "?"):
+    rsp's 400, route is not called and no backend hears of it. In the
+    query they are fine: forwarded, the query as sent. (%252F is an
+    escaped "%", not a slash.)"""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(pools={"app": [recorder]}, route=COUNTING)
     for target in ENCODED_SLASHES:
@@ -328,13 +364,14 @@ end
 
 @pytest.mark.stage(7)
 def test_allow_encoded_slashes(make_raw_backend, start_proxy):
-    """allow_encoded_slashes = true: a path with %2F or %5C reaches route
-    and the backend undecoded (hex digits upper-cased, as normalization
-    writes every escape it keeps)."""
+    """allow_encoded_slashes = true: a path with %2F, %5C or a raw
+    backslash reaches route and the backend undecoded (hex digits
+    upper-cased, as normalization writes every escape it keeps; a
+    backslash as it came)."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(pools={"app": [recorder]}, route=SHOW_OR_FORWARD, allow_encoded_slashes=True)
     cases = [("/x/..%2fadmin", "/x/..%2Fadmin", ""), ("/a%5cb?q=%2f", "/a%5Cb", "?q=%2f"),
-             ("/a%2Fb", "/a%2Fb", "")]
+             ("/a%2Fb", "/a%2Fb", ""), ("/x/..\\admin?q=\\", "/x/..\\admin", "?q=\\")]
     for i, (target, path, query) in enumerate(cases):
         assert body_of(ask(proxy.port, target, headers=[("X-Show", "1")])) == path
         request_line, _, _ = forwarded_head(recorder, ask(proxy.port, target), i)
@@ -415,7 +452,7 @@ def test_header_names_with_underscores(make_raw_backend, start_proxy, stage, all
     _, kept, added = forwarded_head(recorder, exchange(proxy.port, http_request(headers=sent)), 0)
     expected = sent if allow else [h for h in sent if "_" not in h[0]]
     assert kept == ["Host: www.example.com"] + [f"{n}: {v}" for n, v in expected]
-    assert added == forwarded_headers("www.example.com", stage)
+    assert added == forwarded_headers("www.example.com", stage, proxy.port)
 
 
 SPOOFS = [("Forwarded", "for=6.6.6.6;host=admin.example.com;proto=https"), ("forwarded", "for=unknown"),
@@ -445,8 +482,32 @@ def test_spoofable_headers_dropped_and_one_forwarded_added(recording, stage, hos
     _, kept, added = forwarded_head(recorder, r, before)
     no_host = [] if stage <= 8 else ["Host: "]
     assert kept == ([f"Host: {host}"] if host is not None else no_host) + ["X-Normal: 1"]
-    assert added == forwarded_headers(host, stage)
+    assert added == forwarded_headers(host, stage, proxy.port)
     assert [line for line in added if line.lower().startswith("forwarded:")] == [forwarded_line(host)]
+
+
+# Headers frameworks believe about the scheme, port or path prefix the
+# client used: Rack ranks X-Forwarded-Ssl above X-Forwarded-Proto; Django,
+# Spring and werkzeug read the port and the prefix.
+FORWARDING = [("X-Forwarded-Port", "443"), ("X-Forwarded-Ssl", "on"), ("X-Forwarded-Scheme", "https"),
+              ("X-Url-Scheme", "https"), ("Front-End-Https", "on"), ("X-Forwarded-Prefix", "/admin")]
+
+
+@pytest.mark.stage(6)
+def test_client_forwarding_headers_never_reach_the_backend(recording, stage):
+    """A client's X-Forwarded-Port, X-Forwarded-Ssl, X-Forwarded-Scheme,
+    X-Url-Scheme, Front-End-Https and X-Forwarded-Prefix, each sent three
+    times (as written, in odd case, in upper case), never reach the
+    backend; it gets exactly one X-Forwarded-Port, set by rsp: the port of
+    the listener the client connected to."""
+    recorder, proxy = recording
+    before = len(recorder.received)
+    sent = [h for name, value in FORWARDING for h in [(name, value), (name.swapcase(), value), (name.upper(), value)]]
+    r = exchange(proxy.port, http_request(headers=[sent[0], ("X-Normal", "1"), *sent[1:]]))
+    _, kept, added = forwarded_head(recorder, r, before)
+    assert kept == ["Host: www.example.com", "X-Normal: 1"], f"a client's forwarding header reached the backend: {kept}"
+    assert added == forwarded_headers("www.example.com", stage, proxy.port), \
+        f"expected rsp's own forwarding headers only, X-Forwarded-Port: {proxy.port} among them: {added}"
 
 
 @pytest.mark.stage(6)

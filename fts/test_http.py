@@ -38,7 +38,8 @@ REASONS = {
 }
 
 # The headers rsp sets itself on every request it forwards.
-ADDED = ("x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host", "forwarded", "connection")
+ADDED = ("x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "forwarded",
+         "connection")
 
 # The characters of an RFC 9110 token (anything else makes a Forwarded
 # parameter value a quoted-string).
@@ -128,13 +129,14 @@ def forwarded_line(host, client="127.0.0.1"):
     return line
 
 
-def forwarded_headers(host, stage, xff="127.0.0.1"):
-    """The sorted header lines rsp adds to a request from 127.0.0.1 on
-    stage `stage`: up to stage 08 also Connection: close (one request per
-    backend connection); from stage 09 none, as rsp keeps backend
-    connections for the next request (backend_keepalive, default 32)."""
+def forwarded_headers(host, stage, port, xff="127.0.0.1"):
+    """The sorted header lines rsp adds to a request from 127.0.0.1 to its
+    listener on `port` on stage `stage`: up to stage 08 also Connection:
+    close (one request per backend connection); from stage 09 none, as
+    rsp keeps backend connections for the next request (backend_keepalive,
+    default 32)."""
     lines = [f"X-Forwarded-For: {xff}", "X-Real-IP: 127.0.0.1", "X-Forwarded-Proto: http",
-             forwarded_line(host)]
+             f"X-Forwarded-Port: {port}", forwarded_line(host)]
     if stage <= 8:
         lines.append("Connection: close")
     if host is not None:
@@ -379,7 +381,7 @@ def test_head_one_byte_at_a_time_is_routed(make_backend, make_raw_backend, start
     assert request_line == "GET /slowly?x=1 HTTP/1.1"
     kept, added = kept_and_added(header_lines)
     assert kept == ["Host: Drip.Example.com:8000"] + [f"{n}: {v}" for n, v in headers]
-    assert added == forwarded_headers("Drip.Example.com:8000", stage)
+    assert added == forwarded_headers("Drip.Example.com:8000", stage, proxy.port)
     assert rest == b""
     assert other.total_hits == 0
 
@@ -409,8 +411,8 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
     Upgrade, and what Connection lists) are gone, and so is a client's
     Forwarded. rsp adds one X-Forwarded-For (the client's chain with the
     client's address appended), and sets X-Real-IP, X-Forwarded-Proto,
-    X-Forwarded-Host (the Host as sent) and Forwarded whatever the client
-    said, and (up to stage 08) Connection: close. From stage 07 on the path
+    X-Forwarded-Host (the Host as sent), X-Forwarded-Port (the listener's)
+    and Forwarded whatever the client said, and (up to stage 08) Connection: close. From stage 07 on the path
     in the request line is the normalized one route judges (%7E is ~), the
     query as sent."""
     recorder = make_raw_backend(record_request)
@@ -454,7 +456,7 @@ def test_headers_forwarded_intact_with_forwarded_headers(make_raw_backend, start
         "X-Dup: two",
         "X-Utf8: caf\xc3\xa9",
     ]
-    assert added == forwarded_headers("WWW.example.com:8080", stage, xff="1.2.3.4, 5.6.7.8, 127.0.0.1")
+    assert added == forwarded_headers("WWW.example.com:8080", stage, proxy.port, xff="1.2.3.4, 5.6.7.8, 127.0.0.1")
     assert rest == b""
 
 
@@ -525,7 +527,7 @@ def test_bare_lf_line_ends_are_forwarded_as_crlf(make_raw_backend, start_proxy, 
     request_line, header_lines, rest = split_forwarded(recorded(recorder)[0])
     assert request_line == "GET /lf HTTP/1.1"
     assert kept_and_added(header_lines) == (["Host: www.example.com", "X-A: 1", "X-B: 2"],
-                                            forwarded_headers("www.example.com", stage))
+                                            forwarded_headers("www.example.com", stage, proxy.port))
     assert rest == b""
 
 

@@ -454,7 +454,7 @@ def test_post_bodies_reach_the_pool_byte_exact(make_raw_backend, start_proxy, st
         assert request_line == f"POST /upload?n={i} HTTP/1.1"
         kept, added = kept_and_added(header_lines)  # forwarded as stage 06 does
         assert kept == ["Host: www.example.com", f"{headers[0][0]}: {headers[0][1]}"], header_lines
-        assert added == forwarded_headers("www.example.com", stage), header_lines
+        assert added == forwarded_headers("www.example.com", stage, proxy.port), header_lines
         assert rest == body, f"the backend got {len(rest)} bytes after the head, sent {len(body)}"
     for headers, body in framed * 2:
         r = ask(proxy.port, "/answer", method="POST", headers=headers, body=body)

@@ -532,6 +532,19 @@ def test_forwarded_proto_https(backend, start_proxy, certs, ctx):
     assert plain.get("forwarded") == [f"for=127.0.0.1;proto=http;host={WWW}"], plain
 
 
+def test_forwarded_port_is_the_listeners(backend, start_proxy, certs, ctx):
+    """X-Forwarded-Port is the port the client connected to: the TLS
+    listener's over HTTPS, the plain listener's over HTTP, whatever the
+    client claimed (its X-Forwarded-Port and X-Forwarded-Ssl never reach
+    the backend)."""
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www])
+    spoofs = [("X-Forwarded-Port", "1"), ("X-Forwarded-Ssl", "off")]
+    got = echoed_headers(https_get(proxy.tls_port, "/echo", ctx, WWW, headers=spoofs))
+    assert got.get("x-forwarded-port") == [str(proxy.tls_port)] and "x-forwarded-ssl" not in got, got
+    plain = echoed_headers(get(proxy.port, "/echo", host=WWW, headers=spoofs))
+    assert plain.get("x-forwarded-port") == [str(proxy.port)] and "x-forwarded-ssl" not in plain, plain
+
+
 def test_forwarded_proto_on_a_kept_tls_connection(backend, start_proxy, certs, ctx):
     """Every request of a keep-alive TLS connection (not only the first)
     is forwarded with proto=https."""

@@ -25,9 +25,10 @@
  *    request_check itself with the same body framing, host, Host value,
  *    and path and query (its target is in origin form, its path already
  *    normal: the path route judged), with keep_alive and upgrade as rsp
- *    means them; it carries exactly one X-Forwarded-For, Forwarded and
- *    Host, Connection exactly as the mode says (close; none when kept;
- *    upgrade with the one Upgrade header for an upgrade), no hop-by-hop,
+ *    means them; it carries exactly one X-Forwarded-For, X-Forwarded-Port
+ *    (the one rsp was given), Forwarded and Host, Connection exactly as
+ *    the mode says (close; none when kept; upgrade with the one Upgrade
+ *    header for an upgrade), no hop-by-hop,
  *    spoofable or Connection-listed header (but framing, Host and rsp's
  *    own), no header name with '_', and the client's framing headers.
  *
@@ -415,7 +416,8 @@ static bool may_send_listed(const char *sent, struct http_span name, bool upgrad
 {
     static const char *const kept[] = { "host", "content-length", "transfer-encoding",
                                         "x-forwarded-for", "x-real-ip", "x-forwarded-proto",
-                                        "x-forwarded-host", "forwarded", "connection" };
+                                        "x-forwarded-host", "x-forwarded-port", "forwarded",
+                                        "connection" };
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
         if (http_span_is(sent, name, kept[i]))
             return true;
@@ -444,7 +446,8 @@ static void check_sent_head(const struct http_request *req, const char *b,
     bool upgrading = info->upgrade.length > 0;
 
     struct buffer out = BUFFER_INIT;
-    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", keep_backend, keep_backend, &out) == 0,
+    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", "8080", keep_backend, keep_backend,
+                             &out) == 0,
           "request_write_head failed");
     size_t len = buffer_length(&out);
     char *sent = malloc(len);
@@ -492,6 +495,8 @@ static void check_sent_head(const struct http_request *req, const char *b,
     CHECK(count_headers(fwd, sent, "x-forwarded-for") == 1 &&
               count_headers(fwd, sent, "x-real-ip") == 1 &&
               count_headers(fwd, sent, "x-forwarded-proto") == 1 &&
+              count_headers(fwd, sent, "x-forwarded-port") == 1 &&
+              header_is(fwd, sent, "x-forwarded-port", "8080") &&
               count_headers(fwd, sent, "forwarded") == 1 &&
               count_headers(fwd, sent, "x-forwarded-host") == (info->host_header.length > 0),
           "forwarded headers:\n%.*s", (int)len, sent);
@@ -508,6 +513,8 @@ static void check_sent_head(const struct http_request *req, const char *b,
                   count_headers(fwd, sent, "upgrade") == 0,
               "not one Connection: close without keep_backend:\n%.*s", (int)len, sent);
     static const char *const gone[] = { "keep-alive", "proxy-connection", "te", "trailer",
+                                        "x-forwarded-ssl", "x-forwarded-scheme", "x-url-scheme",
+                                        "front-end-https", "x-forwarded-prefix",
                                         "x-original-url", "x-rewrite-url" };
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         CHECK(count_headers(fwd, sent, gone[i]) == 0, "%s sent on:\n%.*s", gone[i], (int)len, sent);

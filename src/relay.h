@@ -27,7 +27,8 @@ struct relay_set {
  * closes both sockets and frees itself. The relay belongs to `set` while it
  * lives. With `tls` the client came to the HTTPS port: it speaks TLS,
  * with config's certificates (tls.h). Returns 0 (the relay owns
- * client_fd), or -1 if out of memory (the caller still owns it). */
+ * client_fd), or -1 if out of memory or the socket has no local address
+ * (the caller still owns it). */
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
                 struct config *config, struct relay_set *set, bool tls);
 

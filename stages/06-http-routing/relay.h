@@ -20,8 +20,8 @@ struct relay_set {
  * client reads. Requests rsp cannot or will not forward are answered by rsp
  * itself (400, 414, 421, 431, 502, 505). When everything is done the relay
  * closes both sockets and frees itself. The relay belongs to `set` while it
- * lives. Returns 0 (the relay owns client_fd), or -1 if out of memory (the
- * caller still owns it). */
+ * lives. Returns 0 (the relay owns client_fd), or -1 if out of memory or
+ * the socket has no local address (the caller still owns it). */
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
                 struct config *config, struct relay_set *set);
 

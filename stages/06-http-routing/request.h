@@ -49,9 +49,10 @@ int request_check(const struct http_request *req, const char *buf, struct reques
 #define REQUEST_ALLOW_HEADER "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 /* Appends to out the head to send to the backend. client_address is the
- * client's IP address as text. Returns 0, or -1 if out of memory. */
+ * client's IP address as text, server_port the port it connected to.
+ * Returns 0, or -1 if out of memory. */
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, struct buffer *out);
+                       const char *client_address, const char *server_port, struct buffer *out);
 
 #endif

@@ -34,7 +34,7 @@ struct config {
  *   down_time = seconds a failed backend is skipped (default 5)
  *   max_request_line = 8192, max_request_head = 32768   (bytes)
  *   allow_underscores_in_headers = false   forward header names with '_'
- *   allow_encoded_slashes = false   let %2F and %5C through in paths (else 400)
+ *   allow_encoded_slashes = false   let %2F, %5C and '\' through in paths (else 400)
  * At least one of backends, sites and route must be there. Backend names
  * are resolved here, once. With a route function the Lua state stays
  * alive in config->route. On any problem prints one line

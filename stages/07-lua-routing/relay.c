@@ -73,6 +73,7 @@ struct relay {
     bool head_method;                /* a HEAD request: answers carry no body */
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     char client_address[INET6_ADDRSTRLEN];
+    char server_port[6];             /* the port the client connected to */
 };
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events);
@@ -305,7 +306,8 @@ static void send_request(struct relay *relay)
     size_t head_length = relay->request.head_length;
 
     if (request_write_head(&relay->request, relay->head.data, &relay->info,
-                           &relay->config->policy, relay->client_address, &head) == -1) {
+                           &relay->config->policy, relay->client_address, relay->server_port,
+                           &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         fail_request(relay, 502);
@@ -551,6 +553,28 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
+/* Writes the port of the socket's own end as text: for an accepted client,
+ * the port of the listener it connected to. Returns 0, or -1 with errno. */
+static int format_server_port(int fd, char *out, size_t size)
+{
+    struct sockaddr_storage local;
+    socklen_t length = sizeof local;
+    unsigned port;
+
+    if (getsockname(fd, (struct sockaddr *)&local, &length) == -1)
+        return -1;
+    if (local.ss_family == AF_INET) {
+        port = ntohs(((const struct sockaddr_in *)&local)->sin_port);
+    } else if (local.ss_family == AF_INET6) {
+        port = ntohs(((const struct sockaddr_in6 *)&local)->sin6_port);
+    } else {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    snprintf(out, size, "%u", port);
+    return 0;
+}
+
 void relay_close_all(struct relay_set *set)
 {
     while (set->first != NULL)
@@ -565,6 +589,11 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     (void)length;
     if (relay == NULL) {
         log_msg("out of memory accepting a client");
+        return -1;
+    }
+    if (format_server_port(client_fd, relay->server_port, sizeof relay->server_port) == -1) {
+        log_errno("getsockname");
+        free(relay);
         return -1;
     }
     relay->set = set;

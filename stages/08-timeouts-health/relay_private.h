@@ -44,6 +44,7 @@ struct relay {
     bool head_method;                /* a HEAD request: answers carry no body */
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     char client_address[INET6_ADDRSTRLEN];
+    char server_port[6];             /* the port the client connected to */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     struct timer timer;

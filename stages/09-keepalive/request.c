@@ -11,11 +11,15 @@
 /* Besides the hop-by-hop headers (http_is_hop_by_hop; an upgrade's
  * Upgrade is written again on purpose), headers that must not travel to
  * the backend: those a backend may trust because we set them, where a
- * client's own values would be lies a backend might believe; and two that
- * some frameworks take as the URL to serve instead of the request line's:
+ * client's own values would be lies a backend might believe; those that
+ * frameworks read as the scheme, port or path prefix the client used (Rack
+ * believes X-Forwarded-Ssl before X-Forwarded-Proto); and two that some
+ * frameworks take as the URL to serve instead of the request line's:
  * a path no rule of ours judged. */
 static const char *const dropped_headers[] = {
     "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "forwarded",
+    "x-forwarded-port", "x-forwarded-ssl", "x-forwarded-scheme", "x-url-scheme",
+    "front-end-https", "x-forwarded-prefix",
     "x-original-url", "x-rewrite-url",
 };
 
@@ -141,15 +145,20 @@ static int parse_target(const struct http_request *req, const char *buf, struct 
     return 0;
 }
 
-/* True if the normal path holds an escaped '/' or '\'. Backends such as
- * nginx decode them and then resolve "..", so "/x/..%2Fadmin" would reach
- * "/admin" while we judged a path below "/x". */
+/* True if the normal path holds an escaped '/' or '\', or a bare '\'.
+ * Backends such as nginx decode the escapes and then resolve "..", so
+ * "/x/..%2Fadmin" would reach "/admin" while we judged a path below "/x";
+ * Node's URL parser and IIS read a bare '\' as '/', so "/x/..\admin"
+ * would too. */
 static bool has_encoded_slash(const char *path, size_t length)
 {
-    for (size_t i = 0; i + 2 < length; i++)
-        if (path[i] == '%' && ((path[i + 1] == '2' && path[i + 2] == 'F') ||
-                               (path[i + 1] == '5' && path[i + 2] == 'C')))
+    for (size_t i = 0; i < length; i++) {
+        if (path[i] == '\\')
             return true;
+        if (path[i] == '%' && i + 2 < length &&
+            ((path[i + 1] == '2' && path[i + 2] == 'F') || (path[i + 1] == '5' && path[i + 2] == 'C')))
+            return true;
+    }
     return false;
 }
 
@@ -368,7 +377,8 @@ static bool has_header(const struct http_request *req, const char *buf, const ch
 
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, bool keep_backend, struct buffer *out)
+                       const char *client_address, const char *server_port, bool keep_backend,
+                       struct buffer *out)
 {
     bool content_length_sent = false;
     int rc = append_request_line(req, buf, info, out);
@@ -413,6 +423,9 @@ int request_write_head(const struct http_request *req, const char *buf,
     rc |= append_text(out, "\r\nX-Real-IP: ");
     rc |= append_text(out, client_address);
     rc |= append_text(out, "\r\nX-Forwarded-Proto: http\r\n");
+    rc |= append_text(out, "X-Forwarded-Port: ");
+    rc |= append_text(out, server_port);
+    rc |= append_text(out, "\r\n");
     if (info->host_header.length > 0) {
         rc |= append_text(out, "X-Forwarded-Host: ");
         rc |= append_span(out, buf, info->host_header);

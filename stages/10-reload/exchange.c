@@ -447,7 +447,8 @@ static void send_request(struct relay *relay)
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
 
     if (request_write_head(x->request, relay_bytes(relay), &x->info, &relay->config->policy,
-                           relay->client_address, keep_backend, &head) == -1) {
+                           relay->client_address, relay->server_port, keep_backend,
+                           &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         relay_fail_request(relay, 502);

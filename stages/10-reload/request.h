@@ -25,7 +25,7 @@ enum target_form {
 /* Choices the config makes about what may pass. */
 struct request_policy {
     bool allow_underscores_in_headers; /* forward header names with '_' */
-    bool allow_encoded_slashes;        /* let %2F and %5C through in paths */
+    bool allow_encoded_slashes;        /* let %2F, %5C and '\' through in paths */
 };
 
 struct request_info {
@@ -63,12 +63,14 @@ void request_info_free(struct request_info *info);
 #define REQUEST_ALLOW_HEADER "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 /* Appends to out the head to send to the backend, always as HTTP/1.1.
- * client_address is the client's IP address as text. With keep_backend
+ * client_address is the client's IP address as text, server_port the
+ * port it connected to (X-Forwarded-Port). With keep_backend
  * false it asks the backend to close ("Connection: close"); an upgrade
  * request passes its Upgrade header on, with "Connection: upgrade".
  * Returns 0, or -1 if out of memory. */
 int request_write_head(const struct http_request *req, const char *buf,
                        const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, bool keep_backend, struct buffer *out);
+                       const char *client_address, const char *server_port, bool keep_backend,
+                       struct buffer *out);
 
 #endif

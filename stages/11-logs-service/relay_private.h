@@ -99,6 +99,7 @@ struct relay {
                                         request head, and whatever came after it */
     unsigned served;                 /* exchanges finished on this connection */
     char client_address[INET6_ADDRSTRLEN];
+    char server_port[6];             /* the port the client connected to */
     struct exchange x;               /* the request being served */
 
     /* Time (reactor_now() seconds): see relay_time.c. */

@@ -93,7 +93,7 @@ struct config {
  *   down_time = seconds a failed backend is skipped (default 5)
  *   max_request_line = 8192, max_request_head = 32768   (bytes)
  *   allow_underscores_in_headers = false   forward header names with '_'
- *   allow_encoded_slashes = false   let %2F and %5C through in paths (else 400)
+ *   allow_encoded_slashes = false   let %2F, %5C and '\' through in paths (else 400)
  *   connect_timeout = 5, header_timeout = 10, body_timeout = 30,
  *   response_timeout = 60, idle_timeout = 300   (seconds, fractions allowed)
  *   keepalive_timeout = 75 (seconds; 0: one request per client connection),
