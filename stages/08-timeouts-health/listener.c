@@ -12,8 +12,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -29,6 +31,7 @@ struct listener {
     struct epoll_event_handler handler;
     struct config *config;
     struct relay_set *relays;
+    char port[6];               /* the port we listen on, for X-Forwarded-Port */
     /* An fd held in reserve for when we run out: see accept_overflow(). */
     int spare_fd;
     /* Ends a pause in listening: see pause_listening(). */
@@ -149,6 +152,28 @@ static bool accept_overflow(struct listener *listener)
     return fd != -1;
 }
 
+/* Writes the port of the socket's own end as text: for a listening
+ * socket, the port its clients connect to. Returns 0, or -1 with errno. */
+static int format_server_port(int fd, char *out, size_t size)
+{
+    struct sockaddr_storage local;
+    socklen_t length = sizeof local;
+    unsigned port;
+
+    if (getsockname(fd, (struct sockaddr *)&local, &length) == -1)
+        return -1;
+    if (local.ss_family == AF_INET) {
+        port = ntohs(((const struct sockaddr_in *)&local)->sin_port);
+    } else if (local.ss_family == AF_INET6) {
+        port = ntohs(((const struct sockaddr_in6 *)&local)->sin6_port);
+    } else {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    snprintf(out, size, "%u", port);
+    return 0;
+}
+
 static void listener_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct listener *listener = self->closure;
@@ -178,8 +203,8 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
         report_overflow(listener, true);
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
-        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->config,
-                        listener->relays) == -1)
+        if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->port,
+                        listener->config, listener->relays) == -1)
             close(client_fd);
     }
 }
@@ -190,6 +215,12 @@ struct listener *listener_start(int listen_fd, struct config *config, struct rel
 
     if (listener == NULL) {
         log_msg("out of memory");
+        return NULL;
+    }
+    /* Asked once, not of every client: they all connect to this port. */
+    if (format_server_port(listen_fd, listener->port, sizeof listener->port) == -1) {
+        log_errno("getsockname (listener)");
+        free(listener);
         return NULL;
     }
     listener->handler.fd = listen_fd;

@@ -624,28 +624,6 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
-/* Writes the port of the socket's own end as text: for an accepted client,
- * the port of the listener it connected to. Returns 0, or -1 with errno. */
-static int format_server_port(int fd, char *out, size_t size)
-{
-    struct sockaddr_storage local;
-    socklen_t length = sizeof local;
-    unsigned port;
-
-    if (getsockname(fd, (struct sockaddr *)&local, &length) == -1)
-        return -1;
-    if (local.ss_family == AF_INET) {
-        port = ntohs(((const struct sockaddr_in *)&local)->sin_port);
-    } else if (local.ss_family == AF_INET6) {
-        port = ntohs(((const struct sockaddr_in6 *)&local)->sin6_port);
-    } else {
-        errno = EAFNOSUPPORT;
-        return -1;
-    }
-    snprintf(out, size, "%u", port);
-    return 0;
-}
-
 void relay_close_all(struct relay_set *set)
 {
     while (set->first != NULL)
@@ -653,18 +631,13 @@ void relay_close_all(struct relay_set *set)
 }
 
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
-                struct config *config, struct relay_set *set)
+                const char *server_port, struct config *config, struct relay_set *set)
 {
     struct relay *relay = calloc(1, sizeof *relay);
 
     (void)length;
     if (relay == NULL) {
         log_msg("out of memory accepting a client");
-        return -1;
-    }
-    if (format_server_port(client_fd, relay->server_port, sizeof relay->server_port) == -1) {
-        log_errno("getsockname");
-        free(relay);
         return -1;
     }
     relay->set = set;
@@ -679,6 +652,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
     format_address(address, relay->client_address, sizeof relay->client_address);
+    snprintf(relay->server_port, sizeof relay->server_port, "%s", server_port);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
     connection_init_none(&relay->backend);
     relay_settle_or_close(relay);

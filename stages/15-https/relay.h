@@ -18,7 +18,8 @@ struct relay_set {
 };
 
 /* Takes charge of a newly accepted, non-blocking client socket whose peer
- * address is address/length: reads the request head, routes it by Host to
+ * address is address/length and which connected to port server_port (as
+ * text, for X-Forwarded-Port): reads the request head, routes it by Host to
  * a pool of config (or asks the config's route function), connects to a backend of that pool without blocking
  * (trying the next one if a connect fails), forwards the request with its
  * body exactly as framed, and delivers the response however slowly the
@@ -27,10 +28,9 @@ struct relay_set {
  * closes both sockets and frees itself. The relay belongs to `set` while it
  * lives. With `tls` the client came to the HTTPS port: it speaks TLS,
  * with config's certificates (tls.h). Returns 0 (the relay owns
- * client_fd), or -1 if out of memory or the socket has no local address
- * (the caller still owns it). */
+ * client_fd), or -1 if out of memory (the caller still owns it). */
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
-                struct config *config, struct relay_set *set, bool tls);
+                const char *server_port, struct config *config, struct relay_set *set, bool tls);
 
 /* Closes every relay of set at once, whatever it was doing. */
 void relay_close_all(struct relay_set *set);
