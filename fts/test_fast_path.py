@@ -24,7 +24,10 @@ paused, then slow reader of 128 MiB costs rsp a bounded RSS and rsp stops
 reading the backend meanwhile; with RLIMIT_NOFILE so small that pipes
 cannot be had while ten large downloads run at once, every byte still
 arrives; a reload switches splice off and on while a response is in
-flight; a `splice` that is not a boolean is a config error.
+flight; a `splice` that is not a boolean is a config error. strace counts
+the system calls of keep-alive requests (no epoll_ctl, one write and one
+writev each) and of new connections (no getsockname: the listener asked
+for its port once).
 
 Counters change when bytes move or a response ends: every read of one
 that must have moved polls status.json (bounded). Nothing here measures
@@ -46,7 +49,7 @@ import pytest
 
 from backends import _ConnReader, chunked_body
 from checks import assert_config_error, assert_serves, wait_for_log
-from client import Conn, Reader, Response, build_request, connect
+from client import Conn, Reader, Response, build_request, connect, get
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_is_pattern, assert_is_pattern_prefix, assert_same_bytes, pattern, pattern_chunks
 from promparse import value as metric_value
@@ -844,3 +847,23 @@ def test_keepalive_requests_leave_epoll_alone_and_write_once(make_keepalive_back
     assert counts["writev"] == n and counts["write"] == n, \
         f"for {n} requests: {counts['write']} write and {counts['writev']} writev calls " \
         f"(expected one write to the backend and one writev to the client each)"
+
+
+def test_new_connections_make_no_getsockname(backend, start_proxy):
+    """A request on a new connection costs no getsockname: the listener
+    asked its socket for the port once, when it started, and every client
+    it accepts came to that port. 20 requests, each on its own connection,
+    all forwarded with X-Forwarded-Port: the listener's port."""
+    proxy = start_proxy(backend)
+    n = 20
+    ports = []
+
+    def requests():
+        for _ in range(n):
+            r = get(proxy.port, "/echo")
+            assert r.status == 200, r
+            ports.append([value for name, value in r.json()["headers"] if name.lower() == "x-forwarded-port"])
+    counts = traced_calls(proxy.pid, ("accept4", "getsockname"), requests)
+    assert counts["accept4"] >= n, f"strace saw {counts['accept4']} accept4 calls for {n} connections"
+    assert counts["getsockname"] == 0, f"{counts['getsockname']} getsockname calls for {n} new connections"
+    assert ports == [[str(proxy.port)]] * n, f"X-Forwarded-Port as the backend got it: {ports}"

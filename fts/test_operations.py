@@ -1,7 +1,8 @@
 """Operations: from stage 10, the command line (-t checks a config, -v
 prints the version), reloading the config on SIGHUP (backends switched,
-the listening socket kept or moved, a broken config refused while the old
-one serves, requests in flight finishing on the old config, pooled
+the listening socket kept or moved, X-Forwarded-Port following it, a
+broken config refused while the old one serves, requests in flight
+finishing on the old config, pooled
 backend connections kept, twenty reloads under load without a failed
 request), stopping on SIGTERM/SIGINT (the listener closed at once,
 responses in flight finished, idle keep-alive connections closed,
@@ -463,6 +464,33 @@ def test_reload_moving_listen(make_backend, start_proxy, rsp, tmp_path):
     proxy.port = new  # for the teardown's look at its sockets
     assert served_by(get(new, "/echo")) == "a"
     assert set(listening_inodes(proxy.pid)) == {new}
+
+
+def forwarded_port(r):
+    """The X-Forwarded-Port values the test backend's /echo received."""
+    assert r.status == 200, r
+    return [value for name, value in r.json()["headers"] if name.lower() == "x-forwarded-port"]
+
+
+def test_forwarded_port_across_reloads(make_backend, start_proxy, rsp, tmp_path):
+    """X-Forwarded-Port is the port the client connected to after a reload
+    that keeps `listen` (the listener, or its socket, carried over) and
+    after one that moves it (a listener on the new port)."""
+    a, b = make_backend("a"), make_backend("b")
+    proxy = start_proxy(a)
+    old, new = proxy.port, free_port()
+    write_config(rsp, proxy, tmp_path, [b])
+    sighup(proxy, 2)
+    r = get(old, "/echo")
+    assert served_by(r) == "b" and forwarded_port(r) == [str(old)], \
+        f"after a reload keeping port {old}: X-Forwarded-Port {forwarded_port(r)}"
+    proxy_arguments(rsp.stage, old, [backend_address(a)], str(tmp_path), {"listen": f"{LOOPBACK}:{new}"})
+    sighup(proxy, 3)
+    wait_for(lambda: is_listening(new), f"the new port {new} listening", POLL_TIMEOUT)
+    proxy.port = new  # for the teardown's look at its sockets
+    r = get(new, "/echo")
+    assert served_by(r) == "a" and forwarded_port(r) == [str(new)], \
+        f"after a reload moving listen from {old} to {new}: X-Forwarded-Port {forwarded_port(r)}"
 
 
 def test_reload_to_busy_port_fails(make_backend, start_proxy, rsp, tmp_path):
