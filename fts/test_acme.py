@@ -43,8 +43,10 @@ The setup mirrors a real server's:
     (the key 0640, group nobody's) and then sends SIGHUP; the config
     names those copies from the start (the placeholder until then) and
     never changes. Root only, like test_operations.py's user tests.
-pebble is told not to reuse authorizations (PEBBLE_AUTHZREUSE=0), so
-the renewal is validated through rsp again; PEBBLE_VA_NOSLEEP=1 spares
+pebble is told not to reuse authorizations (PEBBLE_AUTHZREUSE=0, which
+still lets one in a hundred through), and the renewal's order comes from
+a new account (Site.fresh_account), so the renewal is validated through
+rsp again, every time; PEBBLE_VA_NOSLEEP=1 spares
 its validation's random sleep and PEBBLE_WFE_NONCEREJECT=0 its random
 rejection of good nonces (both are pebble's ways of testing a client's
 patience, not rsp's). No PEBBLE_VA_ALWAYS_VALID: validation is real.
@@ -57,6 +59,7 @@ pebble, pebble-challtestsrv, certbot or python3-trustme is missing
 (./setup-env.sh installs them).
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -372,8 +375,37 @@ class Site:
 
     def renew(self):
         """A bare `certbot renew` (forced: the certificate is fresh), as a
-        server's timer runs it: it runs the deploy hook certonly saved."""
+        server's timer runs it: it runs the deploy hook certonly saved. Its
+        order is made by a new account (fresh_account), so pebble must
+        validate it."""
+        self.fresh_account()
         self.certbot.run("renew", "--force-renewal", "--no-random-sleep-on-renew")
+
+    def fresh_account(self):
+        """Points the saved renewal at a new ACME account. pebble reuses a
+        valid authorization of the same account even with
+        PEBBLE_AUTHZREUSE=0 (it makes a new one only when a random number
+        below 100 is greater than that percentage: 99 times in 100), and a
+        reused authorization is not validated again; a new account has
+        none to reuse. certbot registers it in a config directory of its
+        own (it refuses a second account for one server), and the account
+        moves into ours."""
+        other = Certbot(os.path.join(self.certbot.work, "second-account"), self.pebble)
+        other.run("register", "--server", self.pebble.directory, "--agree-tos",
+                  "--register-unsafely-without-email", "--no-eff-email")
+        made = glob.glob(os.path.join(other.config_dir, "accounts", "*", "*", "*", "regr.json"))
+        assert len(made) == 1, f"certbot register made {made}"
+        account = os.path.dirname(made[0])
+        ours = os.path.join(self.certbot.config_dir, os.path.relpath(account, other.config_dir))
+        assert not os.path.exists(ours), f"{ours} exists already"
+        shutil.copytree(account, ours)
+        renewal = os.path.join(self.certbot.config_dir, "renewal", f"{NAME}.conf")
+        with open(renewal) as f:
+            text = f.read()
+        text, n = re.subn(r"^account = \S+$", f"account = {os.path.basename(account)}", text, flags=re.M)
+        assert n == 1, f"no 'account = ' line in {renewal}:\n{text}"
+        with open(renewal, "w") as f:
+            f.write(text)
 
     def assert_deployed(self, generation, orders):
         """After certbot's run number `orders`: its deploy hook reloaded rsp
