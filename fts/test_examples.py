@@ -35,6 +35,8 @@ def example_on_test_ports(name, tmp_path, backend):
 # The first stage of each setting an example may set beyond stage 07's
 # (checked latest first).
 SETTING_STAGES = (
+    (17, r"request_buffering|request_buffer_size|max_body_size|body_min_rate|temp_dir|"
+         r"response_buffering|response_buffer_size|max_temp_file_size"),
     (16, r"splice"),
     (15, r"acme_webroot"),
     (14, r"tls"),
