@@ -346,7 +346,8 @@ static void feed_backend(struct relay *relay)
     }
     if (b->sent == b->length && x->request_sent == 0)
         x->request_sent = reactor_now();
-    if (b->sent == b->length && b->finish) {
+    /* Sent, or the backend stopped taking it: it closes (upstream.h). */
+    if (b->finish && (b->sent == b->length || c->write_done)) {
         upstream_finish(x->upstream, relay->config->timeouts.body);
         x->upstream = NULL;
     }
