@@ -6,6 +6,8 @@
  *   HEAD        read the request head into the relay's buffer and parse
  *               it as it arrives; refuse it (4xx) if it is malformed or
  *               too large
+ *   BUFFER      (chapter 17) routed: read the whole body into memory and a
+ *               temporary file before any backend is chosen (buffering.c)
  *   CONNECTING  route it to a pool (the config's route function decides,
  *               or else the Host header), and get a backend connection: an
  *               idle one from the backend's pool, or a new connect; the
