@@ -287,7 +287,7 @@ void buffering_begin(struct relay *relay)
             return;
         }
         memcpy(copy, relay_bytes(relay) + head_length, extra);
-        relay->head.end -= extra;
+        relay->head.end -= extra; /* the buffer keeps its first head_length bytes */
         buffering_client_data(relay, copy, extra);
         free(copy);
     }
