@@ -362,6 +362,47 @@ def test_chunked_body_growing_past_max_body_size(gunicorn, start_proxy):
     assert buffering_of(doc)["bodies_buffered"] == 0
 
 
+def test_streamed_chunked_body_growing_past_max_body_size(make_raw_backend, start_proxy):
+    """With request_buffering = false and max_body_size = 10000, a chunked
+    body of 300,000 bytes streamed to the backend is cut off with a 413
+    once it passes 10000 bytes: the backend got no more than that, beyond
+    what came with the head (the first read, up to 64 KiB)."""
+    got = []
+
+    def swallow(conn, backend):
+        conn.settimeout(GUARD)
+        try:
+            while True:
+                piece = conn.recv(65536)
+                if not piece:
+                    break
+                got.append(len(piece))
+        except OSError:
+            pass
+
+    raw = make_raw_backend(swallow)
+    proxy = start_proxy(raw, request_buffering=False, max_body_size=10000)
+    r = post(proxy.port, "/echo", [("Transfer-Encoding", "chunked")], chunked_body(pattern(300000)))
+    assert r.status == 413, r
+    wait_for(lambda: raw.connections == 1, "the backend connection", GUARD)
+    assert sum(got) < 10000 + 64 * KiB + 1000, f"the backend got {sum(got)} bytes"
+
+
+def test_full_temp_file_for_a_request_body(gunicorn, start_proxy, temp_dir):
+    """rsp may write files of at most 64 KiB (RLIMIT_FSIZE): an upload of
+    1 MiB, over request_buffer_size, cannot be kept and is answered 500
+    (logged), with nothing at gunicorn; rsp then serves on, and a body
+    that fits in memory still passes."""
+    proxy = start_proxy(gunicorn, temp_dir=temp_dir, request_buffer_size=4096)
+    resource.prlimit(proxy.pid, resource.RLIMIT_FSIZE, (64 * KiB, 64 * KiB))
+    r = post(proxy.port, "/echo", [("Content-Length", str(MiB))], pattern(MiB))
+    assert r.status == 500, r
+    wait_for(lambda: "temp_dir" in proxy.stderr(), "the problem logged", GUARD)
+    assert temp_fds(proxy.pid, temp_dir) == []
+    doc = echo_of(post(proxy.port, "/echo", [("Content-Length", "100")], pattern(100)))
+    assert doc["length"] == 100
+
+
 def test_body_under_min_rate_gets_408(gunicorn, start_proxy):
     """body_min_rate = 200 bytes/s with body_timeout = 1 (the grace): a
     body that comes at a few bytes a second, never pausing as long as

@@ -440,6 +440,13 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
         relay_fail_request(relay, 400); /* invalid chunked framing */
         return;
     }
+    /* A chunked body streamed (request_buffering = false) is bounded too,
+     * its framing counted with it (chapter 17). */
+    x->body_streamed += (uint64_t)n;
+    if (relay->config->buffering.max_body > 0 && x->body_streamed > relay->config->buffering.max_body) {
+        relay_fail_request(relay, 413);
+        return;
+    }
     connection_write(&x->upstream->conn, data, (size_t)n);
     x->last_body_read = reactor_now();
     if (x->info.body.done) {

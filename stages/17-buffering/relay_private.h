@@ -67,6 +67,7 @@ struct exchange {
     struct buffer replay;            /* the request as sent on a reused connection, to
                                         send again should that connection turn out dead */
     struct body_buffer *body_buffer; /* the body read whole (buffering.c), or NULL */
+    uint64_t body_streamed;          /* or, streamed: the bytes of it forwarded so far */
 
     /* The response. */
     bool response_began;             /* a byte came from the backend */
