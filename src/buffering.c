@@ -141,8 +141,8 @@ static int temp_read(int fd, uint64_t offset, size_t len)
 
 /* ---- The request body. ---- */
 
-/* The request was refused while its body was read: its memory and file
- * go now, not when the client leaves. */
+/* The request is refused while its body is read: its memory and file go
+ * now (before the answer), not when the client leaves. */
 static void drop_body(struct relay *relay)
 {
     struct body_buffer *b = relay->x.body_buffer;
@@ -160,29 +160,29 @@ static int keep_body(struct relay *relay, const char *data, size_t len)
     struct body_buffer *b = relay->x.body_buffer;
 
     if (cfg->max_body > 0 && b->length + len > cfg->max_body) {
-        relay_fail_request(relay, 413); /* a chunked body grew too large */
         drop_body(relay);
+        relay_fail_request(relay, 413); /* a chunked body grew too large */
         return -1;
     }
     if (b->fd == -1 && buffer_length(&b->memory) + len <= cfg->request_size) {
         if (buffer_append(&b->memory, data, len) == -1) {
             log_msg("out of memory buffering a request body");
-            relay_fail_request(relay, 500);
             drop_body(relay);
+            relay_fail_request(relay, 500);
             return -1;
         }
     } else {
         uint64_t offset = b->length - buffer_length(&b->memory);
         if (b->fd == -1 && (b->fd = temp_open(cfg->temp_dir)) == -1) {
             log_file_problem("cannot open one for a request body; answered 500", errno);
-            relay_fail_request(relay, 500);
             drop_body(relay);
+            relay_fail_request(relay, 500);
             return -1;
         }
         if (temp_write(b->fd, offset, data, len) < len) {
             log_file_problem("cannot write a request body to it; answered 500", errno);
-            relay_fail_request(relay, 500);
             drop_body(relay);
+            relay_fail_request(relay, 500);
             return -1;
         }
         stats_add_own(&stats_row()->spooled_in, len);
@@ -223,8 +223,8 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
     x->body_buffer->received += len;
     n = body_frame(&x->info.body, data, len);
     if (n == -1) {
-        relay_fail_request(relay, 400); /* invalid chunked framing */
         drop_body(relay);
+        relay_fail_request(relay, 400); /* invalid chunked framing */
         return;
     }
     /* A chunked body came through chunk_data (maybe answered already). */
