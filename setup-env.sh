@@ -74,6 +74,7 @@ PACKAGES=(
   python3-trustme        # a throwaway CA and certificates for the TLS tests
   pebble                 # an ACME test server (and pebble-challtestsrv, its mock DNS)
   certbot                # the ACME client the end-to-end test drives through rsp
+  python3-gunicorn       # an application server with sync workers behind rsp (test_buffering.py)
 )
 
 if [ "$mode" = build ]; then
@@ -185,6 +186,7 @@ command -v chromium >/dev/null || { echo "setup-env.sh: chromium is missing" >&2
 command -v chromedriver >/dev/null || { echo "setup-env.sh: chromedriver is missing" >&2; exit 1; }
 /usr/bin/python3 -c 'import selenium' || { echo "setup-env.sh: python3-selenium is not importable" >&2; exit 1; }
 /usr/bin/python3 -c 'import trustme' || { echo "setup-env.sh: python3-trustme is not importable" >&2; exit 1; }
+/usr/bin/python3 -c 'import gunicorn' || { echo "setup-env.sh: python3-gunicorn is not importable" >&2; exit 1; }
 command -v pebble >/dev/null || { echo "setup-env.sh: pebble is missing" >&2; exit 1; }
 command -v pebble-challtestsrv >/dev/null || { echo "setup-env.sh: pebble-challtestsrv is missing" >&2; exit 1; }
 command -v certbot >/dev/null || { echo "setup-env.sh: certbot is missing" >&2; exit 1; }

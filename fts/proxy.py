@@ -287,6 +287,8 @@ LATER_OPTIONS = {
     14: ("tls",),
     15: ("acme_webroot",),
     16: ("splice",),
+    17: ("request_buffering", "request_buffer_size", "max_body_size", "body_min_rate", "temp_dir",
+         "response_buffering", "response_buffer_size", "max_temp_file_size"),
 }
 
 
@@ -703,3 +705,19 @@ class Proxy:
 
     def __repr__(self):
         return f"<rsp pid {self.pid} on port {self.port}>"
+
+
+def streamed(stage):
+    """start_proxy options for a test of a request body streamed to the
+    backend as it arrives (chapters 04-16): from stage 17 on, bodies are
+    read whole before a backend is chosen unless request_buffering =
+    false."""
+    return {"request_buffering": False} if stage >= 17 else {}
+
+
+def unbuffered(stage):
+    """start_proxy options for a test of a response that waits in the
+    backend while the client does not read (backpressure, chapter 04):
+    from stage 17 on, rsp reads it into memory and a temporary file unless
+    response_buffering = false."""
+    return {"response_buffering": False} if stage >= 17 else {}

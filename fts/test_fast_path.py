@@ -55,10 +55,33 @@ from pattern import assert_is_pattern, assert_is_pattern_prefix, assert_same_byt
 from promparse import value as metric_value
 from proxy import is_sanitized, proxy_arguments, run_rsp, vm_rss
 from test_operations import sighup
-from test_status import metrics, rewrite_config, start_with_status, status_json, wait_status
+from test_status import metrics, rewrite_config, status_json, wait_status
+from test_status import start_with_status as start_with_status_listener
 from test_write_buffering import assert_rss_bounded, max_rss_during, read_pattern_response
 
 pytestmark = pytest.mark.stage(16)
+
+_stage_under_test = None
+
+
+@pytest.fixture(autouse=True)
+def _note_stage(rsp):
+    """Notes the stage under test, for start_with_status."""
+    global _stage_under_test
+    _stage_under_test = rsp.stage
+
+
+def start_with_status(start_proxy, *backends, **options):
+    """test_status's start_with_status, with response_buffering = false
+    from stage 17 on (kept across rewrite_config): these tests measure
+    what splice moves, and from stage 17 the bytes a client does not take
+    at once are read into rsp's memory or a temporary file instead of
+    waiting in the pipe, so that the backend is free (chapter 17); how
+    splice and buffering share a response is test_buffering.py's."""
+    extra = {"response_buffering": False} if _stage_under_test >= 17 else {}
+    proxy = start_with_status_listener(start_proxy, *backends, **extra, **options)
+    proxy.status_options = {**proxy.status_options, **extra}
+    return proxy
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -23,7 +23,7 @@ from backends import record_request
 from checks import assert_serves, skip_without_fds, wait_idle
 from client import build_request, connect, get, leave_early, read_to_eof, Response
 import netutil
-from proxy import count_fds, raised_fd_limit, vm_rss
+from proxy import count_fds, raised_fd_limit, streamed, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -229,10 +229,14 @@ def test_huge_body_to_backend_that_never_reads(make_raw_backend, start_proxy, st
     The backend is released on purpose: a client paused by backpressure
     is out of epoll (stages 04-06), so the proxy need not notice it leave,
     even with a RST, and may hold the pair until the backend moves; until
-    timeouts arrive (chapter 08) nothing else would free it."""
+    timeouts arrive (chapter 08) nothing else would free it.
+
+    From stage 17 the body is streamed only with request_buffering =
+    false (and without a limit, max_body_size = 0); buffered, it would go
+    to a temporary file up to max_body_size (test_buffering.py)."""
     release = threading.Event()
     recorder = make_raw_backend(first_holds_then_records(release))
-    proxy = start_proxy(recorder)
+    proxy = start_proxy(recorder, **streamed(stage), **({"max_body_size": 0} if stage >= 17 else {}))
     before = vm_rss(proxy.pid)
     sent = [0]
     failure = []

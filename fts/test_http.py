@@ -103,6 +103,33 @@ def split_forwarded(stream):
     return lines[0], lines[1:], rest
 
 
+def dechunked(body):
+    """The data of a chunked body, without its framing (sizes,
+    extensions, trailer)."""
+    out, pos = [], 0
+    while True:
+        line_end = body.index(b"\r\n", pos)
+        size = int(body[pos:line_end].split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(body[line_end + 2:line_end + 2 + size])
+        pos = line_end + 2 + size + 2
+
+
+def as_forwarded(stage, headers, body):
+    """(header lines, body) a backend gets for a request with these
+    headers (name, value pairs) and this body: as sent up to stage 16;
+    from stage 17 the body is read whole first, and a chunked one arrives
+    without its framing, with a Content-Length in Transfer-Encoding's
+    place (chapter 17)."""
+    chunked = any(n.lower() == "transfer-encoding" for n, _ in headers)
+    if stage < 17 or not chunked:
+        return [f"{n}: {v}" for n, v in headers], body
+    data = dechunked(body)
+    return [f"Content-Length: {len(data)}" if n.lower() == "transfer-encoding" else f"{n}: {v}"
+            for n, v in headers], data
+
+
 def kept_and_added(header_lines):
     """Splits forwarded header lines into the client's (in order) and the
     ones rsp adds (as a sorted list)."""
@@ -387,10 +414,11 @@ def test_head_one_byte_at_a_time_is_routed(make_backend, make_raw_backend, start
 
 
 @pytest.mark.stage(6)
-def test_chunked_body_one_byte_at_a_time(make_raw_backend, start_proxy):
+def test_chunked_body_one_byte_at_a_time(make_raw_backend, start_proxy, stage):
     """A whole chunked request, head and body, sent one byte per segment:
     the body framer resumes after every byte, and the backend receives
-    the body (extensions and trailer included) exactly."""
+    the body (extensions and trailer included) exactly; from stage 17 its
+    data exactly, read whole and sent with a Content-Length."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     body = b"5\r\nhello\r\n7;note=yes\r\n, world\r\n0\r\nX-Checksum: 42\r\n\r\n"
@@ -398,7 +426,7 @@ def test_chunked_body_one_byte_at_a_time(make_raw_backend, start_proxy):
                                           headers=[("Transfer-Encoding", "chunked")], body=body), byte_by_byte=True)
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
     _, _, rest = split_forwarded(recorded(recorder)[0])
-    assert rest == body
+    assert rest == as_forwarded(stage, [("Transfer-Encoding", "chunked")], body)[1]
 
 
 # -- the head the backend receives -----------------------------------------------------
@@ -533,10 +561,11 @@ def test_bare_lf_line_ends_are_forwarded_as_crlf(make_raw_backend, start_proxy, 
 
 @pytest.mark.stage(6)
 @pytest.mark.parametrize("cut", ["head", "content-length-body", "chunked-body"])
-def test_request_cut_short_by_client_eof(make_raw_backend, start_proxy, cut):
+def test_request_cut_short_by_client_eof(make_raw_backend, start_proxy, stage, cut):
     """A client that half-closes before its request is complete (in the
     head, or in a body framed by Content-Length or chunked) gets rsp's
-    400, and the backend never gets more than what was sent."""
+    400, and the backend never gets more than what was sent; from stage
+    17, which reads a body whole before choosing a backend, nothing."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     if cut == "head":
@@ -550,7 +579,7 @@ def test_request_cut_short_by_client_eof(make_raw_backend, start_proxy, cut):
         sock.shutdown(socket.SHUT_WR)
         r = read_response(sock)
     assert_rsp_answer(r, 400)
-    if cut == "head":
+    if cut == "head" or stage >= 17:
         assert recorder.connections == 0
     else:
         _, _, rest = split_forwarded(recorded(recorder)[0])
@@ -656,7 +685,9 @@ def test_post_body_byte_exact(make_raw_backend, start_proxy, stage, headers, bod
     its framing header, and nothing follows it. (Identical Content-Length
     headers are accepted and sent on once.) From stage 09 the Trailer
     header is hop-by-hop and not forwarded; the trailer fields still are,
-    as part of the chunked body."""
+    as part of the chunked body. From stage 17 a chunked body is read
+    whole and arrives as its data alone, with a Content-Length in the
+    place of Transfer-Encoding (as_forwarded)."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     r = exchange(proxy.port, http_request(method="POST", target="/upload", headers=headers, body=body))
@@ -664,16 +695,18 @@ def test_post_body_byte_exact(make_raw_backend, start_proxy, stage, headers, bod
     _, header_lines, rest = split_forwarded(recorded(recorder)[0])
     kept, _ = kept_and_added(header_lines)
     dropped = ("trailer",) if stage >= 9 else ()
-    assert kept == ["Host: www.example.com"] + [f"{n}: {v}" for n, v in dict(headers).items()
-                                                if n.lower() not in dropped]
-    assert rest == body
+    lines, expected = as_forwarded(stage, [(n, v) for n, v in dict(headers).items()
+                                           if n.lower() not in dropped], body)
+    assert kept == ["Host: www.example.com"] + lines
+    assert rest == expected
 
 
 @pytest.mark.stage(6)
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
-def test_large_upload_byte_exact(make_raw_backend, start_proxy, framing):
+def test_large_upload_byte_exact(make_raw_backend, start_proxy, stage, framing):
     """An 8 MiB upload, framed by Content-Length or chunked in chunks of
-    random sizes, reaches the backend byte for byte, and nothing after it."""
+    random sizes, reaches the backend byte for byte, and nothing after it
+    (from stage 17 a chunked one as its data alone: as_forwarded)."""
     recorder = make_raw_backend(record_request)
     proxy = start_proxy(recorder)
     data = pattern(8 * MiB, offset=5)
@@ -683,9 +716,10 @@ def test_large_upload_byte_exact(make_raw_backend, start_proxy, framing):
         body, headers = data, [("Content-Length", str(len(data)))]
     r = exchange(proxy.port, http_request(method="PUT", target="/big", headers=headers, body=body))
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"
-    assert r.json()["body_length"] == len(body)
+    _, expected = as_forwarded(stage, headers, body)
+    assert r.json()["body_length"] == len(expected)
     _, _, rest = split_forwarded(recorded(recorder)[0])
-    assert_same_bytes(rest, body, "the body the backend received")
+    assert_same_bytes(rest, expected, "the body the backend received")
 
 
 PIPELINED = [
@@ -698,7 +732,7 @@ PIPELINED = [
 
 @pytest.mark.stage(6)
 @pytest.mark.parametrize("headers, body", [p[1:] for p in PIPELINED], ids=[p[0] for p in PIPELINED])
-def test_pipelined_bytes_not_forwarded(make_raw_backend, start_proxy, headers, body):
+def test_pipelined_bytes_not_forwarded(make_raw_backend, start_proxy, stage, headers, body):
     """A second request sent right behind the first, in the same write, is
     not forwarded: the backend sees exactly one request, and nothing after
     its body; the client gets one answer and the connection closes. (Up to
@@ -714,13 +748,14 @@ def test_pipelined_bytes_not_forwarded(make_raw_backend, start_proxy, headers, b
     (stream,) = recorded(recorder)
     request_line, _, rest = split_forwarded(stream)
     assert request_line.split()[1] == "/first"
+    _, body = as_forwarded(stage, headers, body)
     assert rest == body, f"after the body the backend also got {rest[len(body):][:200]!r}"
     assert recorder.connections == 1
 
 
 @pytest.mark.stage(9)
 @pytest.mark.parametrize("headers, body", [p[1:] for p in PIPELINED], ids=[p[0] for p in PIPELINED])
-def test_pipelined_requests_forwarded_one_at_a_time(make_raw_backend, start_proxy, headers, body):
+def test_pipelined_requests_forwarded_one_at_a_time(make_raw_backend, start_proxy, stage, headers, body):
     """Stage 09: the same bytes, but neither request says Connection:
     close. Both are answered, in order; the recording backend answers
     HTTP/1.0 and closes, so each goes on a backend connection of its own,
@@ -741,7 +776,7 @@ def test_pipelined_requests_forwarded_one_at_a_time(make_raw_backend, start_prox
         assert r.json()["head"].split(" ")[1] == path, f"the answer to {path} came out of order: {r.raw[:300]!r}"
     assert_rsp_answer(answers[2], 400)
     forwarded = sorted((line.split()[1], rest) for line, _, rest in map(split_forwarded, recorded(recorder, 2)))
-    assert forwarded == [("/first", body), ("/second", b"")]
+    assert forwarded == [("/first", as_forwarded(stage, headers, body)[1]), ("/second", b"")]
     assert recorder.connections == 2
 
 
@@ -849,11 +884,13 @@ def test_refused_request_then_normal_request(refusing, stage, data, status, body
     stage 08 rsp forwards those as soon as the backend connection is up;
     from stage 09 it frames the body bytes that came with the head before
     writing anything, so the backend connection it opened may also close
-    without a byte. Then a normal request on the same proxy is served."""
+    without a byte; from stage 17, which reads a body whole before
+    choosing a backend, nothing reaches one. Then a normal request on the
+    same proxy is served."""
     recorder, proxy = refusing
     before = len(recorder.received)
     assert_rsp_answer(exchange(proxy.port, data), status)
-    if body_may_pass is not None:
+    if body_may_pass is not None and stage < 17:
         (stream,) = recorded(recorder, before=before)
         if stream or stage <= 8:
             _, _, rest = split_forwarded(stream)

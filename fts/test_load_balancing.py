@@ -21,7 +21,7 @@ from client import READ_TIMEOUT, HeldRequest, get, request
 import netutil
 from netutil import LOOPBACK, closed_ports, free_port, ipv6_loopback_available, release_port
 from pattern import assert_same_bytes
-from proxy import count_fds
+from proxy import count_fds, streamed
 
 MiB = 1024 * 1024
 POLL_TIMEOUT = 10.0  # a bound on waiting for something that must happen, not a measurement
@@ -97,12 +97,14 @@ def test_sequential_requests_take_turns(make_backend, start_proxy, balance):
 
 @pytest.mark.stage(5)
 @pytest.mark.parametrize("held_count", [1, 2])
-def test_least_conn_avoids_busy_backends(make_backend, start_proxy, held_count):
+def test_least_conn_avoids_busy_backends(make_backend, start_proxy, stage, held_count):
     """With least_conn, while one (or two) of three backends hold a request
     that has not finished, new requests go to the idle ones only, taking
-    turns between them; the held requests then complete normally."""
+    turns between them; the held requests then complete normally. (From
+    stage 17 with request_buffering = false: a body still on its way
+    holds no backend otherwise.)"""
     backends = [make_backend(n) for n in "abc"]
-    proxy = start_proxy(*backends, balance="least_conn")
+    proxy = start_proxy(*backends, balance="least_conn", **streamed(stage))
     held = [HeldRequest(proxy.port) for _ in range(held_count)]
     try:
         seen = ask(proxy, 6, held=held_count)
@@ -117,12 +119,13 @@ def test_least_conn_avoids_busy_backends(make_backend, start_proxy, held_count):
 
 
 @pytest.mark.stage(5)
-def test_round_robin_ignores_busy_backends(make_backend, start_proxy):
+def test_round_robin_ignores_busy_backends(make_backend, start_proxy, stage):
     """With round_robin (unlike least_conn) a backend holding an unfinished
     request still gets its turn: of six new requests over three backends,
-    two go to the busy one."""
+    two go to the busy one. (From stage 17 with request_buffering =
+    false, as above.)"""
     backends = [make_backend(n) for n in "abc"]
-    proxy = start_proxy(*backends, balance="round_robin")
+    proxy = start_proxy(*backends, balance="round_robin", **streamed(stage))
     held = HeldRequest(proxy.port)
     try:
         seen = ask(proxy, 6, held=1)

@@ -22,7 +22,7 @@ from checks import wait_idle
 from client import Conn
 from netutil import wait_for
 from pattern import assert_is_pattern, pattern
-from proxy import count_fds, pooled_fds
+from proxy import count_fds, pooled_fds, streamed
 
 FIRED_BY = 5.0        # s: a timeout must have fired by then (a bound, not a measurement)
 POLL_TIMEOUT = 10.0   # s: a bound on waiting for something that must happen
@@ -365,12 +365,14 @@ def test_post_with_buffered_body_retried(make_keepalive_backend, start_proxy):
     assert [t.dropped for t in tries] == [True, False], tries
 
 
-def test_post_with_streamed_body_not_retried(make_keepalive_backend, start_proxy):
+def test_post_with_streamed_body_not_retried(make_keepalive_backend, start_proxy, stage):
     """A POST whose body is still arriving (rsp forwarded its first part
     on a pooled connection, which the backend then closes) is never sent
-    again: the client gets a 502, and the backend saw the POST once."""
+    again: the client gets a 502, and the backend saw the POST once. (From
+    stage 17 with request_buffering = false: a buffered body is retried,
+    test_buffering.py.)"""
     ka = make_keepalive_backend("ka", drop_reused=("POST",))
-    proxy = start_proxy(ka)
+    proxy = start_proxy(ka, **streamed(stage))
     warm_up(proxy, ka)
     first, second = pattern(1000), pattern(1000, offset=1000)
     with Conn(proxy.port) as c:

@@ -374,7 +374,9 @@ static const char *const settings[] = {
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
     "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", "tls",
-    "acme_webroot", "splice", NULL,
+    "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
+    "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
+    "max_temp_file_size", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -497,6 +499,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         read_keepalive(L, path, &config->keepalive) == 0 &&
         read_operations(L, path, &config->operations) == 0 &&
         config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
+        config_read_buffering(L, path, &config->buffering) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
@@ -550,6 +553,7 @@ void config_free(struct config *config)
     config_free_tls(&config->tls);
     free(config->operations.access_log);
     free(config->operations.user);
+    free(config->buffering.temp_dir);
     config->operations.access_log = config->operations.user = NULL;
     pool_free(&config->default_pool);
     for (size_t i = 0; i < config->pool_count; i++) {

@@ -43,6 +43,18 @@ struct scaling {
     bool splice;                /* bodies spliced, not copied (chapter 16) */
 };
 
+/* Buffering between slow clients and backends (chapter 17). */
+struct buffering {
+    bool request;               /* request bodies read whole before a backend is chosen */
+    size_t request_size;        /* of a body, bytes kept in memory; the rest in a file */
+    uint64_t max_body;          /* the largest request body accepted (413); 0: any */
+    double body_min_rate;       /* bytes per second a body must average; 0: no minimum */
+    char *temp_dir;             /* where temporary files are made */
+    bool response;              /* responses read as fast as the backend sends */
+    size_t response_size;       /* of a response, bytes queued in memory for a slow client */
+    uint64_t max_temp_file;     /* of a response, bytes waiting on disk at most; 0: none */
+};
+
 struct tls_context;
 
 /* HTTPS (chapters 14 and 15). */
@@ -78,6 +90,7 @@ struct config {
     struct operations operations;
     struct scaling scaling;
     struct tls_settings tls;
+    struct buffering buffering;
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -114,6 +127,15 @@ struct config {
  *               the certificate by name, the first is the default
  *   acme_webroot = "/var/www/acme"   serve /.well-known/acme-challenge/TOKEN
  *               from there, on plain HTTP (off without it)
+ *   request_buffering = true   request bodies are read whole before a backend
+ *               is chosen (false: streamed as they come); request_buffer_size =
+ *               65536 bytes of a body kept in memory, the rest in a temporary
+ *               file; max_body_size = 104857600 (413 beyond; 0: no limit);
+ *               body_min_rate = 0 bytes per second a body must average (408)
+ *   response_buffering = true   responses read as fast as the backend sends:
+ *               response_buffer_size = 262144 bytes in memory, then up to
+ *               max_temp_file_size = 1073741824 on disk (0: none)
+ *   temp_dir = "/var/lib/rsp/tmp" (if it exists, else "/tmp")
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false

@@ -65,6 +65,11 @@ int config_read_boolean(lua_State *L, const char *path, const char *name, bool f
  * read after listen. Returns 0, or -1 after printing what is wrong. */
 int config_read_scaling(lua_State *L, const char *path, struct config *config);
 
+/* request_buffering, response_buffering and their sizes, body_min_rate
+ * and temp_dir (config_buffering.c). Returns 0, or -1 after printing what
+ * is wrong. */
+int config_read_buffering(lua_State *L, const char *path, struct buffering *b);
+
 /* tls and acme_webroot (config_tls.c), read after listen and
  * status_listen. Returns 0, or -1 after printing what is wrong. */
 int config_read_tls(lua_State *L, const char *path, struct config *config);

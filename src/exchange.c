@@ -6,6 +6,8 @@
  *   HEAD        read the request head into the relay's buffer and parse
  *               it as it arrives; refuse it (4xx) if it is malformed or
  *               too large
+ *   BUFFER      (chapter 17) routed: read the whole body into memory and a
+ *               temporary file before any backend is chosen (buffering.c)
  *   CONNECTING  route it to a pool (the config's route function decides,
  *               or else the Host header), and get a backend connection: an
  *               idle one from the backend's pool, or a new connect; the
@@ -34,6 +36,7 @@
 
 #include "access_log.h"
 #include "acme.h"
+#include "buffering.h"
 
 #include "backend.h"
 #include "config.h"
@@ -87,6 +90,10 @@ static void finish_upstream(struct relay *relay, bool reusable)
 {
     struct exchange *x = &relay->x;
 
+    /* It answered before it had the whole buffered body: the rest goes
+     * out first, from memory or the file, then the connection closes. */
+    if (x->upstream != NULL && buffering_finish_after_body(relay))
+        return;
     if (x->upstream != NULL && connection_queued(&x->upstream->conn) > 0) {
         upstream_finish(x->upstream, relay->config->timeouts.body);
         x->upstream = NULL;
@@ -171,7 +178,10 @@ static void response_finished(struct relay *relay)
      * keeps its connection and takes the rest (request_read), unless the
      * client leaves first. */
     if (!x->keep_client) {
-        connection_shutdown_write(&relay->client);
+        /* After what still waits on disk for the client, if anything
+         * does (buffering.c). */
+        if (!buffering_response_pending(relay))
+            connection_shutdown_write(&relay->client);
         if (x->phase == PHASE_SENT)
             x->phase = PHASE_DRAIN;
     }
@@ -418,6 +428,7 @@ static void send_again(struct relay *relay)
     buffer_free(&x->replay);
     x->phase = PHASE_SENT;
     x->request_sent = reactor_now();
+    buffering_send_body(relay);
 }
 
 void exchange_connect(struct relay *relay, int status)
@@ -453,6 +464,13 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
 
     if (n == -1) {
         relay_fail_request(relay, 400); /* invalid chunked framing */
+        return;
+    }
+    /* A chunked body streamed (request_buffering = false) is bounded too,
+     * its framing counted with it (chapter 17). */
+    x->body_streamed += (uint64_t)n;
+    if (relay->config->buffering.max_body > 0 && x->body_streamed > relay->config->buffering.max_body) {
+        relay_fail_request(relay, 413);
         return;
     }
     connection_write(&x->upstream->conn, data, (size_t)n);
@@ -571,7 +589,7 @@ static void request_ready(struct relay *relay)
         relay_fail_request(relay, 503);
         return;
     }
-    exchange_connect(relay, 502);
+    buffering_begin(relay);
 }
 
 /* Parses what the buffer holds of the head (new bytes were appended). */
@@ -667,6 +685,7 @@ static void send_request(struct relay *relay)
      * all the body there will be. */
     else if (relay->client.read_done)
         exchange_client_finished(relay);
+    buffering_send_body(relay);
 }
 
 /* The backend socket became writable (or failed) while connecting. */
@@ -708,6 +727,9 @@ void exchange_client_data(struct relay *relay, const char *data, size_t len)
     case PHASE_BODY:
         forward_body(relay, data, len);
         break;
+    case PHASE_BUFFER:
+        buffering_client_data(relay, data, len);
+        break;
     case PHASE_CONNECTING:
     case PHASE_SENT:
         /* Not read now (see relay.c), except to learn of a hang-up: the
@@ -734,8 +756,8 @@ void exchange_client_finished(struct relay *relay)
         /* Connected (or done) and left without a word: nothing to answer. */
         x->phase = PHASE_DRAIN;
         connection_shutdown_write(&relay->client);
-    } else if (x->phase == PHASE_HEAD) {
-        relay_fail_request(relay, 400); /* the head was cut short */
+    } else if (x->phase == PHASE_HEAD || x->phase == PHASE_BUFFER) {
+        relay_fail_request(relay, 400); /* the head, or the body, was cut short */
     } else if (x->phase == PHASE_BODY) {
         /* The body was cut short. If the backend already answered, let its
          * answer through; otherwise the request is broken. */
@@ -782,7 +804,10 @@ static void bad_response(struct relay *relay, const char *what)
 static void to_client(struct relay *relay, const char *data, size_t len)
 {
     relay->x.body_bytes += len;
-    connection_write(&relay->client, data, len);
+    if (relay->x.response_buffered)
+        buffering_to_client(relay, data, len);
+    else
+        connection_write(&relay->client, data, len);
 }
 
 /* Takes the chunked coding off for an HTTP/1.0 client (body.h's on_data). */
@@ -858,6 +883,7 @@ static int start_response(struct relay *relay, const char *buf)
     x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !x->dechunk &&
                      !upgrading && client_may_stay(relay);
     mode = upgrading ? CONNECTION_UPGRADE : client_connection(relay);
+    buffering_response_start(relay, upgrading);
     if (response_write_head(x->response, buf, mode, x->dechunk,
                             relay->tls ? relay->config->tls.hsts_line : NULL, &out) == -1) {
         log_msg("out of memory writing a response head");
@@ -1025,6 +1051,7 @@ static bool response_splices(const struct relay *relay)
 
     return relay->config->scaling.splice && !relay->tls && x->response_started &&
            !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
+           buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
             (x->framing == FRAMING_LENGTH &&
              body_framer_remaining(&x->response_body) > RELAY_SPLICE_TAIL));
@@ -1104,8 +1131,7 @@ static void backend_readable(struct relay *relay)
 
         /* The client is not keeping up: wait until it has taken what it
          * has. Spliced bytes left in the pipe mean its socket is full. */
-        if (relay_backend(relay) == backend &&
-            (connection_queued(&relay->client) > RELAY_HIGH_WATER || relay->client.piped > 0))
+        if (relay_backend(relay) == backend && buffering_client_full(relay))
             backend->paused = true;
         if (!more)
             return;
@@ -1151,4 +1177,5 @@ void exchange_free(struct relay *relay)
     x->response = NULL;
     buffer_free(&x->response_head);
     buffer_free(&x->replay);
+    buffering_free(relay);
 }

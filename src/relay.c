@@ -16,6 +16,7 @@
 #include "relay.h"
 #include "relay_private.h"
 
+#include "buffering.h"
 #include "generation.h"
 
 #include "connection.h"
@@ -147,6 +148,7 @@ void relay_settle_or_close(struct relay *relay)
     enum phase phase;
     bool waiting;
 
+    buffering_settle(relay); /* what waits in rsp moves on as each side drains */
     /* An exchange is over and the connection stays: on to the next one,
      * and to the one after if the client sent it already (pipelining) and
      * rsp answers it at once; but only once the client has taken what we
@@ -155,7 +157,8 @@ void relay_settle_or_close(struct relay *relay)
      * reads would otherwise have every answer piled up in our memory. Its
      * EPOLLOUT brings us back here. */
     while (relay->x.response_done && relay->x.keep_client && relay->x.phase == PHASE_SENT &&
-           !client->broken && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0)
+           !client->broken && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0 &&
+           !buffering_busy(relay))
         exchange_next(relay);
     if (relay_drained(relay)) {
         relay_close(relay);
@@ -181,7 +184,7 @@ void relay_settle_or_close(struct relay *relay)
     /* Reading the backend: only while the client keeps up and is there. */
     if (backend != NULL && client->write_done)
         backend->read_done = true;
-    if (backend != NULL && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0)
+    if (backend != NULL && buffering_client_ready(relay))
         backend->paused = false;
 
     /* While it is not read the client must still be noticed if it hangs

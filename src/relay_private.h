@@ -28,9 +28,14 @@
 #define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
 #define RELAY_SPLICE_TAIL (RELAY_READ_SIZE / 2) /* a body's last bytes are read, not spliced */
 
+struct body_buffer;
+struct response_spool;
+
 /* Where the request of an exchange is (the response has its own state). */
 enum phase {
     PHASE_HEAD,         /* reading the request head */
+    PHASE_BUFFER,       /* routed; reading the whole body before a backend
+                           is chosen (chapter 17) */
     PHASE_CONNECTING,   /* routed; waiting for a backend connection */
     PHASE_BODY,         /* head sent; forwarding the body */
     PHASE_SENT,         /* the whole request is read: the client is not read
@@ -61,6 +66,8 @@ struct exchange {
     bool retried;                    /* the pooling race was met once already */
     struct buffer replay;            /* the request as sent on a reused connection, to
                                         send again should that connection turn out dead */
+    struct body_buffer *body_buffer; /* the body read whole (buffering.c), or NULL */
+    uint64_t body_streamed;          /* or, streamed: the bytes of it forwarded so far */
 
     /* The response. */
     bool response_began;             /* a byte came from the backend */
@@ -74,6 +81,8 @@ struct exchange {
     struct body_framer response_body;
     bool dechunk;                    /* chunked, to an HTTP/1.0 client: send the data alone */
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
+    bool response_buffered;          /* it may wait in rsp for a slow client (buffering.c) */
+    struct response_spool *response_spool; /* what waits beyond the client's queue, or NULL */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */

@@ -9,6 +9,8 @@
  *   HEAD         the rest of a later request head     its first byte + header_timeout
  *   CONNECTING   the backend to accept                attempt + connect_timeout
  *   BODY         the next piece of the request body   last read + body_timeout
+ *   BUFFER       the next piece of the request body   last read + body_timeout
+ *   BUFFER       the body, at body_min_rate on average  (buffering.c)
  *   (sent)       the first byte of the response       request sent + response_timeout
  *   (answered)   the client to hang up                last event + RELAY_LINGER
  *   always       any byte at all, either way          last event + idle_timeout
@@ -17,6 +19,7 @@
  * deadline later costs nothing (timer.h). */
 #include "relay_private.h"
 
+#include "buffering.h"
 #include "log.h"
 #include "stats.h"
 
@@ -30,14 +33,14 @@
 /* The deadlines a relay can be waiting for. */
 enum deadline {
     DEADLINE_HEADER, DEADLINE_CONNECT, DEADLINE_BODY, DEADLINE_RESPONSE, DEADLINE_LINGER,
-    DEADLINE_IDLE, DEADLINE_KEEPALIVE,
+    DEADLINE_IDLE, DEADLINE_KEEPALIVE, DEADLINE_BODY_RATE,
 };
 
 static const char *const deadline_names[] = {
     [DEADLINE_HEADER] = "header_timeout", [DEADLINE_CONNECT] = "connect_timeout",
     [DEADLINE_BODY] = "body_timeout", [DEADLINE_RESPONSE] = "response_timeout",
     [DEADLINE_LINGER] = "linger", [DEADLINE_IDLE] = "idle_timeout",
-    [DEADLINE_KEEPALIVE] = "keepalive_timeout",
+    [DEADLINE_KEEPALIVE] = "keepalive_timeout", [DEADLINE_BODY_RATE] = "body_min_rate",
 };
 
 static void consider(double *best, enum deadline *which, double when, enum deadline kind)
@@ -71,8 +74,10 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
         consider(&best, which, x->attempt_started + t->connect, DEADLINE_CONNECT);
     /* A client paused by backpressure waits for the backend, not the
      * other way round: its silence is not its fault. */
-    if (x->phase == PHASE_BODY && !client->paused && !client->read_done)
+    if ((x->phase == PHASE_BODY || x->phase == PHASE_BUFFER) && !client->paused && !client->read_done)
         consider(&best, which, x->last_body_read + t->body, DEADLINE_BODY);
+    if (x->phase == PHASE_BUFFER)
+        consider(&best, which, buffering_rate_deadline(relay), DEADLINE_BODY_RATE);
     if (x->request_sent > 0 && !x->response_started && backend != NULL && !backend->read_done)
         consider(&best, which, x->request_sent + t->response, DEADLINE_RESPONSE);
     if (client->write_done && !client->read_done)
@@ -90,7 +95,7 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
         [DEADLINE_HEADER] = TIMEOUT_HEADER, [DEADLINE_CONNECT] = TIMEOUT_CONNECT,
         [DEADLINE_BODY] = TIMEOUT_BODY, [DEADLINE_RESPONSE] = TIMEOUT_RESPONSE,
         [DEADLINE_LINGER] = TIMEOUT_IDLE, [DEADLINE_IDLE] = TIMEOUT_IDLE,
-        [DEADLINE_KEEPALIVE] = TIMEOUT_IDLE,
+        [DEADLINE_KEEPALIVE] = TIMEOUT_IDLE, [DEADLINE_BODY_RATE] = TIMEOUT_BODY,
     };
     const struct timeouts *t = &relay->config->timeouts;
     const double seconds[] = {
@@ -98,10 +103,13 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
         [DEADLINE_BODY] = t->body, [DEADLINE_RESPONSE] = t->response,
         [DEADLINE_LINGER] = RELAY_LINGER, [DEADLINE_IDLE] = t->idle,
         [DEADLINE_KEEPALIVE] = relay->config->keepalive.timeout,
+        [DEADLINE_BODY_RATE] = relay->config->buffering.body_min_rate,
     };
 
-    log_msg("%s (%g s) fired: client %s, backend %s: %s", deadline_names[which], seconds[which],
-            relay->client_address, relay->x.current != NULL ? relay->x.current->name : "none", what);
+    log_msg(which == DEADLINE_BODY_RATE ? "%s (%g bytes/s) fired: client %s, backend %s: %s"
+                                        : "%s (%g s) fired: client %s, backend %s: %s",
+            deadline_names[which], seconds[which], relay->client_address,
+            relay->x.current != NULL ? relay->x.current->name : "none", what);
     stats_count_timeout(kinds[which]);
 }
 
@@ -165,6 +173,11 @@ static void deadline_passed(struct relay *relay, enum deadline which)
     case DEADLINE_RESPONSE:
         log_timeout(relay, which, "the backend did not begin its response; answered 504");
         relay_fail_request(relay, 504);
+        give_up(relay);
+        break;
+    case DEADLINE_BODY_RATE:
+        log_timeout(relay, which, "the request body came too slowly; answered 408");
+        relay_fail_request(relay, 408);
         give_up(relay);
         break;
     case DEADLINE_LINGER:

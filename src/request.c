@@ -404,6 +404,21 @@ int request_write_head(const struct http_request *req, const char *buf,
 
         if (dropped(req, buf, info, policy, h->name))
             continue;
+        /* A buffered body's length is known: it takes the place of the
+         * framing the client chose, and nothing is left to expect
+         * (chapter 17). */
+        if (info->buffered && (http_span_is(buf, h->name, "content-length") ||
+                               http_span_is(buf, h->name, "transfer-encoding"))) {
+            char line[48];
+            snprintf(line, sizeof line, "Content-Length: %llu\r\n",
+                     (unsigned long long)info->buffered_length);
+            if (!content_length_sent)
+                rc |= append_text(out, line);
+            content_length_sent = true;
+            continue;
+        }
+        if (info->buffered && http_span_is(buf, h->name, "expect"))
+            continue;
         /* Identical duplicates of Content-Length were accepted; send one. */
         if (http_span_is(buf, h->name, "content-length")) {
             if (content_length_sent)

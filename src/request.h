@@ -47,6 +47,9 @@ struct request_info {
     bool idempotent;              /* GET, HEAD, OPTIONS, TRACE, PUT, DELETE */
     struct http_span upgrade;     /* the Upgrade header, when Connection lists
                                      upgrade (HTTP/1.1 only); length 0: none */
+    bool buffered;                /* the body was read whole (chapter 17): the backend
+                                     gets it with this Content-Length, and no Expect */
+    uint64_t buffered_length;
 };
 
 /* Checks the semantics of a parsed head in buf and fills *info. Returns 0,

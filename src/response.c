@@ -128,6 +128,9 @@ int response_write_head(const struct http_request *res, const char *buf,
             continue;
         if (hsts != NULL && hsts[0] != '\0' && http_span_is(buf, h->name, "strict-transport-security"))
             continue;
+        /* A backend's word to its proxy, not the client's (chapter 17). */
+        if (http_span_is(buf, h->name, "x-accel-buffering"))
+            continue;
         rc |= append_span(out, buf, h->name);
         rc |= append_text(out, ": ");
         rc |= append_span(out, buf, h->value);

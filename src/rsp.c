@@ -1,5 +1,9 @@
-/* rsp.c -- stage 16: rsp takes the fast path (fewer system calls, and
- * response bodies spliced, never copied: splice). As in stages 14 and 15
+/* rsp.c -- stage 17: slow clients cost the backend nothing (request
+ * bodies read whole before a backend is chosen, responses read as fast as
+ * the backend sends them, what memory cannot hold in temporary files:
+ * request_buffering, response_buffering, max_body_size, body_min_rate,
+ * temp_dir). As in stage 16 it takes the fast path (fewer system calls,
+ * response bodies spliced: splice); as in stages 14 and 15
  * it serves HTTPS (tls, redirect_http, hsts, acme_webroot) beside plain
  * HTTP; as in stages 12 and 13 it shows what it does (status_listen) and
  * uses every core (workers); as in stages 10 and 11 it is reloaded
@@ -603,6 +607,12 @@ int main(int argc, char *argv[])
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        log_errno("signal");
+        goto out_config;
+    }
+    /* A temporary file past the file size limit must give us EFBIG, and
+     * the exchange falls back to backpressure (buffering.c). */
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR) {
         log_errno("signal");
         goto out_config;
     }

@@ -161,6 +161,7 @@ void stats_clear_row(int index)
     atomic_store(&r->connections, 0);
     atomic_store(&r->in_flight, 0);
     atomic_store(&r->pipes, 0); /* a dead worker's pipes died with it */
+    atomic_store(&r->temp_files, 0); /* and its temporary files */
     for (size_t i = 0; i < STATS_BACKENDS; i++)
         if (in_use(&shared->backends[i].state))
             atomic_store(&shared->backends[i].active[index], 0);

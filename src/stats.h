@@ -52,6 +52,10 @@ struct stats_row {
     _Atomic uint64_t tls_failures;  /* and failed */
     _Atomic uint64_t bytes_spliced; /* of bytes_out, those moved by splice (chapter 16) */
     _Atomic int64_t pipes;          /* pipes open for splice, in use or idle */
+    _Atomic uint64_t bodies_buffered; /* request bodies read whole before a backend (chapter 17) */
+    _Atomic uint64_t spooled_in;    /* request body bytes written to temporary files */
+    _Atomic uint64_t spooled_out;   /* response bytes written to temporary files */
+    _Atomic int64_t temp_files;     /* temporary files open */
 };
 
 struct stats_site {

@@ -88,6 +88,10 @@ void status_totals(const struct status_view *v, struct totals *t)
         t->tls_failures += counter_value(&r->tls_failures);
         t->bytes_spliced += counter_value(&r->bytes_spliced);
         t->pipes += atomic_load_explicit(&r->pipes, memory_order_relaxed);
+        t->bodies_buffered += counter_value(&r->bodies_buffered);
+        t->spooled_in += counter_value(&r->spooled_in);
+        t->spooled_out += counter_value(&r->spooled_out);
+        t->temp_files += atomic_load_explicit(&r->temp_files, memory_order_relaxed);
     }
     FOR_EACH_SITE(v, site) {
         for (size_t c = 0; c < STATS_CODES; c++) {

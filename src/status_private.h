@@ -18,9 +18,10 @@ extern const char *const status_timeout_names[TIMEOUT_KINDS];
 
 /* The figures of all processes, added up. */
 struct totals {
-    int64_t connections, in_flight, pipes;
+    int64_t connections, in_flight, pipes, temp_files;
     uint64_t bytes_in, bytes_out, requests, classes[5];
     uint64_t tls_handshakes, tls_failures, bytes_spliced;
+    uint64_t bodies_buffered, spooled_in, spooled_out;
 };
 
 /* Appends printf-style text; after a failure (out of memory) *failed

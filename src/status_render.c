@@ -79,8 +79,12 @@ int status_render_json(struct buffer *out, const struct status_view *v)
         (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out);
     out_printf(&o, "  \"tls_handshakes\": {\"ok\": %llu, \"failed\": %llu},\n",
         (unsigned long long)t.tls_handshakes, (unsigned long long)t.tls_failures);
-    out_printf(&o, "  \"splice\": {\"bytes\": %llu, \"pipes\": %lld},\n  \"sites\": [",
+    out_printf(&o, "  \"splice\": {\"bytes\": %llu, \"pipes\": %lld},\n",
         (unsigned long long)t.bytes_spliced, (long long)t.pipes);
+    out_printf(&o, "  \"buffering\": {\"bodies_buffered\": %llu, \"spooled_bytes\": {\"in\": %llu, "
+                   "\"out\": %llu}, \"temp_files\": %lld},\n  \"sites\": [",
+        (unsigned long long)t.bodies_buffered, (unsigned long long)t.spooled_in,
+        (unsigned long long)t.spooled_out, (long long)t.temp_files);
     FOR_EACH_SITE(v, site) {
         bool first_code = true;
 
@@ -210,6 +214,15 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     out_printf(&o, "rsp_spliced_bytes_total %llu\n", (unsigned long long)t.bytes_spliced);
     family(&o, "rsp_splice_pipes", "gauge", "Pipes open for splice, in use or kept idle.");
     out_printf(&o, "rsp_splice_pipes %lld\n", (long long)t.pipes);
+    family(&o, "rsp_bodies_buffered_total", "counter",
+           "Request bodies read whole before a backend was chosen.");
+    out_printf(&o, "rsp_bodies_buffered_total %llu\n", (unsigned long long)t.bodies_buffered);
+    family(&o, "rsp_spooled_bytes_total", "counter",
+           "Bytes written to temporary files: request bodies (in) and responses (out).");
+    out_printf(&o, "rsp_spooled_bytes_total{direction=\"in\"} %llu\n", (unsigned long long)t.spooled_in);
+    out_printf(&o, "rsp_spooled_bytes_total{direction=\"out\"} %llu\n", (unsigned long long)t.spooled_out);
+    family(&o, "rsp_temp_files", "gauge", "Temporary files open.");
+    out_printf(&o, "rsp_temp_files %lld\n", (long long)t.temp_files);
     family(&o, "rsp_timeouts_total", "counter", "Timeouts that fired, by kind.");
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "rsp_timeouts_total{kind=\"%s\"} %llu\n", status_timeout_names[i],
