@@ -4,12 +4,13 @@ config is checked end to end against a backend of ours."""
 
 import os
 import re
+import signal
 
 import pytest
 
 from client import get
 from netutil import free_port
-from proxy import LATER_OPTIONS
+from proxy import LATER_OPTIONS, fd_targets, tcp_sockets
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
@@ -90,6 +91,21 @@ def test_routing_example_decides_as_its_comments_say(tmp_path, backend, start_pr
         assert r.header("X-Backend") == backend.name
 
 
+def listeners_on(ports):
+    """The pids of the processes holding a socket listening on any of
+    `ports` (127.0.0.1)."""
+    inodes = {f"socket:[{inode}]" for inode, (local, _, state, _, _) in tcp_sockets(os.getpid()).items()
+              if local in ports and state == "0A"}
+    pids = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and inodes & set(fd_targets(int(name)).values()):
+                pids.append(int(name))
+        except OSError:  # another user's process: not ours to stop
+            pass
+    return pids
+
+
 @pytest.mark.stage(16)
 def test_make_run_stops_once_on_ctrl_c(rsp, fixed_port, tmp_path):
     """`make run`'s script (examples/run-demo) on the terminal it was started
@@ -142,12 +158,24 @@ def test_make_run_stops_once_on_ctrl_c(rsp, fixed_port, tmp_path):
             client.settimeout(10)
             answer = client.recv(4096)
         read_until(lambda: b"run-demo: stopped" in output, 15)
-        demo.wait(timeout=15)
+        try:
+            demo.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"run-demo still running 15 s after Ctrl-C; the terminal said:\n"
+                        f"{output.decode(errors='replace')}")
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait()
         os.close(controller)
+        # rsp and the backend run in sessions of their own: whatever still
+        # listens on the demo's ports after a failure must not outlive the
+        # test (the next test of these ports would fail because of it).
+        for pid in listeners_on((8000, 8001)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     text = output.decode(errors="replace")
     assert "run-demo: stopped" in text, text
     assert "stopping;" in text and "again" not in text, text
