@@ -26,7 +26,9 @@ import pytest
 
 from client import Conn, read_response, request
 from netutil import wait_for
+from promparse import value
 from proxy import fd_targets, tcp_sockets
+from test_status import backend_entry, metrics, start_with_status, status_json, wait_status
 
 POLL_TIMEOUT = 10.0   # s: a bound on waiting for something that must happen
 CLOSED_BY = 3.0       # s: below RELAY_LINGER (5 s); see test_connection_close_client_not_waited_for
@@ -96,17 +98,35 @@ def test_pool_floor_still_counts_with_little_load(make_keepalive_backend, start_
 
 def test_pool_of_a_past_peak_closes_after_idle_timeout(make_keepalive_backend, start_proxy):
     """backend_keepalive = 2, backend_idle_timeout = 0.5: after two rounds
-    of 10 requests at once (10 connections, all kept for the second round),
-    no traffic: rsp closes every idle connection (the backend sees each
-    close), none is left open."""
+    of 10 requests at once (10 connections, all kept for the second round)
+    and no traffic, rsp closes every one of them (the backend sees each
+    close), and status.json and /metrics count no idle connection."""
     ka = make_keepalive_backend("ka")
-    proxy = start_proxy(ka, backend_keepalive=2, backend_idle_timeout=0.5)
+    proxy = start_with_status(start_proxy, ka, backend_keepalive=2, backend_idle_timeout=0.5)
+    name = f"{ka.host}:{ka.port}"
     errors = rounds_of_concurrent_requests(proxy.port, 10, 2)
     assert not errors, errors
     assert ka.connections == 10, f"{ka.connections} backend connections for two rounds of 10: {ka.conns}"
     wait_for(lambda: not ka.open_connections(), "rsp closing its idle backend connections", POLL_TIMEOUT)
     closed = list(ka.conns.values())
     assert all(c.closed_by in ("peer", "reset") for c in closed), closed
+    wait_status(proxy, lambda d: backend_entry(d, "default", name)["idle"] == 0, "no idle connection counted")
+    assert value(metrics(proxy), "rsp_backend_idle", backend=name) == 0
+
+
+def test_idle_connections_in_status(make_keepalive_backend, start_proxy):
+    """status.json's backends have "idle" and /metrics rsp_backend_idle:
+    after two rounds of 10 requests at once with backend_keepalive = 2,
+    both say 10 (the default backend_idle_timeout, 30 s, keeps them), and
+    in_flight 0."""
+    ka = make_keepalive_backend("ka")
+    proxy = start_with_status(start_proxy, ka, backend_keepalive=2)
+    name = f"{ka.host}:{ka.port}"
+    errors = rounds_of_concurrent_requests(proxy.port, 10, 2)
+    assert not errors, errors
+    entry = backend_entry(status_json(proxy), "default", name)
+    assert entry["idle"] == 10 and entry["in_flight"] == 0, entry
+    assert value(metrics(proxy), "rsp_backend_idle", backend=name) == 10
 
 
 def test_pool_bounded_by_descriptors(make_keepalive_backend, start_proxy):

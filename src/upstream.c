@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "config.h"
 #include "net.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -78,6 +79,17 @@ static struct upstream **list_of(struct upstream *u)
     return u->finishing ? &u->backend->finishing : &u->backend->idle;
 }
 
+/* One more (1) or one fewer (-1) idle connection of b: for the pool's
+ * rules here, and for the status page (every process's together). */
+static void count_idle(struct backend *b, int delta)
+{
+    _Atomic int32_t *mine = &b->stats->idle[stats_row_index()];
+
+    b->idle_count += (unsigned)delta;
+    atomic_store_explicit(mine, atomic_load_explicit(mine, memory_order_relaxed) + delta,
+                          memory_order_relaxed);
+}
+
 /* Puts the detached u first on its list. */
 static void link_first(struct upstream *u)
 {
@@ -89,7 +101,7 @@ static void link_first(struct upstream *u)
         (*head)->prev = u;
     *head = u;
     if (!u->finishing)
-        u->backend->idle_count++;
+        count_idle(u->backend, 1);
 }
 
 /* Takes u off its backend's idle or finishing list. */
@@ -103,7 +115,7 @@ static void unlink_detached(struct upstream *u)
         u->next->prev = u->prev;
     u->prev = u->next = NULL;
     if (!u->finishing)
-        u->backend->idle_count--;
+        count_idle(u->backend, -1);
     timer_disarm(&u->idle_timer);
 }
 
