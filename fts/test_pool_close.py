@@ -19,7 +19,12 @@ closing with unread bytes would send a reset, which can destroy the end
 of the response at the client.
 """
 
+import re
+import shutil
+import signal
 import socket
+import subprocess
+import tempfile
 import threading
 
 import pytest
@@ -193,3 +198,57 @@ def test_unread_body_still_lingers(backend, start_proxy):
         sent.join(POLL_TIMEOUT)
         assert r.status == 413, r
     assert request(proxy.port, "/bytes?n=10").status == 200
+
+
+def traced(pid, names, action):
+    """Runs action() with strace attached to process `pid`, tracing the
+    system calls `names`; returns the lines strace wrote (calls and their
+    results: counted by the test, never timed)."""
+    if shutil.which("strace") is None:
+        pytest.skip("no strace here (setup-env.sh installs it)")
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(names), "-o", out.name,
+                                   "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def attached():
+                with open(f"/proc/{pid}/status") as f:
+                    return any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in f)
+            wait_for(attached, "strace attached to rsp", POLL_TIMEOUT)
+            action()
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=POLL_TIMEOUT)
+        return out.read().splitlines()
+
+
+def test_closing_connections_read_no_end_of_file(make_keepalive_backend, start_proxy):
+    """20 clients one after another, each sending one request with
+    Connection: close, reading the answer and its end of file, then
+    closing: under strace, rsp shut each one's write side and asked
+    FIONREAD once, and never read a client's end of file (a read that
+    returns 0): it had closed already. Up to stage 17 it waited for each
+    one's end of file: a read returning 0 per connection (21 with the
+    last request), and no FIONREAD."""
+    ka = make_keepalive_backend("ka")
+    proxy = start_proxy(ka)
+    n = 20
+
+    def clients():
+        for i in range(n):
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=POLL_TIMEOUT) as sock:
+                sock.sendall(b"GET /cl?size=%d HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" % (100 + i))
+                r = read_response(sock)
+                assert r.status == 200 and len(r.body) == 100 + i, r
+        # The last client's close, if rsp waited for it, is read before
+        # this request is answered.
+        assert request(proxy.port, "/cl?size=1").status == 200
+
+    with Conn(proxy.port) as warm:  # the backend connection made and pooled first
+        assert warm.request("GET", "/cl?size=1").status == 200
+    lines = traced(proxy.pid, ["read", "shutdown", "ioctl"], clients)
+    eofs = [line for line in lines if re.search(r"\bread\(\d+, \"\", \d+\) += 0$", line)]
+    shutdowns = [line for line in lines if "shutdown(" in line and "SHUT_WR" in line]
+    fionread = [line for line in lines if "FIONREAD" in line]
+    assert len(shutdowns) >= n, f"{len(shutdowns)} shutdowns for {n} closing connections: {lines[:20]}"
+    assert not eofs, f"rsp read {len(eofs)} ends of file of clients it had answered, e.g. {eofs[:3]}"
+    assert len(fionread) >= n, f"{len(fionread)} FIONREAD for {n} closing connections"
