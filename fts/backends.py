@@ -721,6 +721,10 @@ class KeepAliveBackend:
       /bad?kind=K                BAD_RESPONSES[K]; the connection stays open
       /delay?seconds=S&size=N    /cl after a pause
       /tagged?tag=T&size=N       N bytes: "tag=T\n", then pattern bytes
+      /barrier?n=N&size=S        /cl once N requests wait here at once (each
+                                 group of N in turn); if they do not all
+                                 come within BARRIER_TIMEOUT, the
+                                 connection closes unanswered
     A HEAD gets the head a GET would (Content-Length or chunked) and no
     body. close=1 in any query makes the answer say Connection: close
     (and the backend close after it). A request with Expect: 100-continue and a body gets "100
@@ -750,6 +754,7 @@ class KeepAliveBackend:
         self.connections = 0
         self.records = []
         self.conns = {}
+        self._barriers = {}
         self.errors = []
         self.dropped = threading.Event()
         self._lock = threading.Lock()
@@ -921,6 +926,17 @@ class KeepAliveBackend:
     def _route_delay(self, info, record, query, head_only, closing):
         time.sleep(float(query.get("seconds", 0.1)))
         self._route_cl(info, record, query, head_only, closing)
+
+    def _route_barrier(self, info, record, query, head_only, closing):
+        with self._lock:
+            n = int(query.get("n", 2))
+            barrier = self._barriers.setdefault(n, threading.Barrier(n, timeout=BARRIER_TIMEOUT))
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return "barrier"  # they did not all come: the connection ends, the test sees it
+        self._route_cl(info, record, query, head_only, closing)
+        return None
 
     def _route_chunked(self, info, record, query, head_only, closing):
         raw, _ = chunked_body(int(query.get("size", 1000)), int(query.get("chunks", 3)),

@@ -31,6 +31,7 @@ from pattern import pattern
 from proxy import Proxy, backend_address, proxy_arguments
 
 DEFAULT_BACKEND_KEEPALIVE = 32  # stage 09's default for backend_keepalive
+POOL_CAP = 1024  # stage 18: at most this many idle connections per backend (upstream.c)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES_DIR = os.path.join(REPO, "stages")
@@ -183,6 +184,10 @@ def start_proxy(rsp, tmp_path):
         pooled = options.get("backend_keepalive", DEFAULT_BACKEND_KEEPALIVE) if rsp.stage >= 9 else 0
         if not isinstance(pooled, int) or isinstance(pooled, bool):
             pooled = DEFAULT_BACKEND_KEEPALIVE  # a config rsp refuses: it will not start anyway
+        # From stage 18 as many as were in use at once lately are kept too,
+        # up to a cap (1024, or one per 4 descriptors rsp may open).
+        if rsp.stage >= 18 and pooled > 0:
+            pooled = max(pooled, min(POOL_CAP, (nofile or POOL_CAP * 4) // 4))
         proxy = Proxy(rsp.binary, args, port, str(tmp_path), nofile=nofile, pooled=pooled)
         started.append(proxy)
         return proxy

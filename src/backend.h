@@ -27,6 +27,11 @@ struct backend {
     unsigned active;            /* connections serving a request, for least_conn */
     struct upstream *idle;      /* connections waiting for a request (upstream.c) */
     unsigned idle_count;
+    /* The most connections in use at once in this window of
+     * backend_idle_timeout seconds, and in the one before: how many the
+     * load needed lately (upstream.c keeps that many open). */
+    unsigned peak, peak_before;
+    double window_start;
     struct upstream *finishing; /* detached connections writing out their queue (upstream.c) */
     struct stats_backend *stats; /* its counters and its health, shared by every process
                                     of rsp (stats.h): down, retry_at, failing */

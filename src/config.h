@@ -21,7 +21,8 @@ struct timeouts {
 struct keepalive {
     double timeout;             /* a client's silence between requests, seconds; 0: close */
     unsigned requests;          /* requests per client connection */
-    unsigned backend_idle;      /* idle connections kept per backend; 0: none */
+    unsigned backend_idle;      /* idle connections always kept per backend (more while
+                                   more were in use lately: upstream.c); 0: none */
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
@@ -110,8 +111,10 @@ struct config {
  *   connect_timeout = 5, header_timeout = 10, body_timeout = 30,
  *   response_timeout = 60, idle_timeout = 300   (seconds, fractions allowed)
  *   keepalive_timeout = 75 (seconds; 0: one request per client connection),
- *   keepalive_requests = 1000, backend_keepalive = 32 (idle connections kept
- *   per backend; 0: none), backend_idle_timeout = 30 (seconds)
+ *   keepalive_requests = 1000, backend_keepalive = 32 (idle connections
+ *   always kept per backend, the floor: as many as were in use at once
+ *   lately are kept too, up to 1024; 0: none), backend_idle_timeout = 30
+ *   (seconds)
  *   shutdown_timeout = 10 (seconds requests in flight get when rsp stops)
  *   access_log = "/var/log/rsp/access.log" (off without it),
  *   access_log_format = "combined" | "timed" (adds request time and backend)

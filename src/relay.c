@@ -12,7 +12,8 @@
  * head (header_timeout), a connect (connect_timeout), the gap between two
  * reads of the body (body_timeout), the start of the response
  * (response_timeout), silence both ways (idle_timeout), and a client that
- * was answered but does not hang up (RELAY_LINGER). */
+ * was answered but does not hang up (RELAY_LINGER) while it may still be
+ * sending (client_may_send). */
 #include "relay.h"
 #include "relay_private.h"
 
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 static void relay_handle(struct epoll_event_handler *self, uint32_t events);
@@ -139,6 +141,24 @@ static bool relay_drained(struct relay *relay)
     return false;
 }
 
+/* A client we answered and whose write side is shut (PHASE_DRAIN): true
+ * if it may still be sending, so that we must read on until its end of
+ * file or RELAY_LINGER. It may when we did not read all of its request (a
+ * body we answered without reading), or when bytes of a next request came
+ * already, here or waiting in the socket. Closing a socket with unread
+ * bytes sends a reset, and a reset can destroy the end of our answer at
+ * the client before it read it. Otherwise we close at once. */
+static bool client_may_send(const struct relay *relay)
+{
+    int waiting = 0;
+
+    if (!relay->x.request_complete || buffer_length(&relay->head) > 0 || relay->x.drained > 0)
+        return true;
+    if (ioctl(relay->client.handler.fd, FIONREAD, &waiting) == -1)
+        return true; /* cannot tell: linger, as before */
+    return waiting > 0;
+}
+
 /* Ends every event: applies the rules that link the two sides, then closes
  * the relay if it is finished, or else brings both epoll registrations up
  * to date. The relay may be freed when it returns. */
@@ -191,6 +211,10 @@ void relay_settle_or_close(struct relay *relay)
      * up, up to a limit on what it may send meanwhile. */
     client->watch_hangup = waiting && buffer_length(&relay->head) < relay->config->limits.max_head;
 
+    /* Answered and shut: a client that cannot be sending anything more
+     * is not waited for (lingering close only when it is needed). */
+    if (phase == PHASE_DRAIN && client->write_done && !client->read_done && !client_may_send(relay))
+        client->read_done = true;
     /* A backend that answered before reading the whole body may still be
      * taking the rest we queued for it: let it have that before closing. */
     if (client->broken ||

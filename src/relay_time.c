@@ -12,7 +12,8 @@
  *   BUFFER       the next piece of the request body   last read + body_timeout
  *   BUFFER       the body, at body_min_rate on average  (buffering.c)
  *   (sent)       the first byte of the response       request sent + response_timeout
- *   (answered)   the client to hang up                last event + RELAY_LINGER
+ *   (answered)   the client to hang up, if it may     last event + RELAY_LINGER
+ *                still send (relay.c: client_may_send)
  *   always       any byte at all, either way          last event + idle_timeout
  *
  * After every event relay_settle_or_close re-arms the timer; moving a

@@ -1,8 +1,12 @@
-/* rsp.c -- stage 17: slow clients cost the backend nothing (request
- * bodies read whole before a backend is chosen, responses read as fast as
- * the backend sends them, what memory cannot hold in temporary files:
- * request_buffering, response_buffering, max_body_size, body_min_rate,
- * temp_dir). As in stage 16 it takes the fast path (fewer system calls,
+/* rsp.c -- stage 18: the backend pool and closing, measured (a backend
+ * keeps as many idle connections as were in use at once lately, with
+ * backend_keepalive as the floor; a client connection closes at once
+ * after its answer unless the client may still be sending). As in stage
+ * 17 slow clients cost the backend nothing (request bodies read whole
+ * before a backend is chosen, responses read as fast as the backend sends
+ * them, what memory cannot hold in temporary files: request_buffering,
+ * response_buffering, max_body_size, body_min_rate, temp_dir). As in
+ * stage 16 it takes the fast path (fewer system calls,
  * response bodies spliced: splice); as in stages 14 and 15
  * it serves HTTPS (tls, redirect_http, hsts, acme_webroot) beside plain
  * HTTP; as in stages 12 and 13 it shows what it does (status_listen) and

@@ -154,6 +154,15 @@ int64_t stats_backend_in_flight(const struct stats_backend *b)
     return sum;
 }
 
+int64_t stats_backend_idle(const struct stats_backend *b)
+{
+    int64_t sum = 0;
+
+    for (size_t i = 0; i < STATS_ROWS; i++)
+        sum += atomic_load_explicit(&b->idle[i], memory_order_relaxed);
+    return sum;
+}
+
 void stats_clear_row(int index)
 {
     struct stats_row *r = &shared->rows[index];
@@ -164,5 +173,8 @@ void stats_clear_row(int index)
     atomic_store(&r->temp_files, 0); /* and its temporary files */
     for (size_t i = 0; i < STATS_BACKENDS; i++)
         if (in_use(&shared->backends[i].state))
+        {
             atomic_store(&shared->backends[i].active[index], 0);
+            atomic_store(&shared->backends[i].idle[index], 0);
+        }
 }

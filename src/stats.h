@@ -75,6 +75,7 @@ struct stats_backend {
     _Atomic bool checked;           /* active checks run */
     _Atomic bool failing;           /* active checks say it is down */
     _Atomic int32_t active[STATS_ROWS]; /* requests in flight to it, per process */
+    _Atomic int32_t idle[STATS_ROWS];   /* its connections in the idle pool, per process */
 };
 
 struct stats {
@@ -132,6 +133,9 @@ void stats_count_timeout(enum stats_timeout kind);
 
 /* A backend's requests in flight, all processes together. */
 int64_t stats_backend_in_flight(const struct stats_backend *b);
+
+/* A backend's idle pooled connections, all processes together. */
+int64_t stats_backend_idle(const struct stats_backend *b);
 
 /* Zeroes the gauges of a row whose process has gone. */
 void stats_clear_row(int row);

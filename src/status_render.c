@@ -39,9 +39,10 @@ static void json_pool(struct out *o, const struct status_view *v, const char *na
         out_printf(o, "%s\n      {\"name\": ", i == 0 ? "" : ",");
         put_json_string(o, b->name);
         out_printf(o, ", \"up\": %s, \"active_health\": \"%s\", \"passive_health\": \"%s\", "
-               "\"in_flight\": %lld, \"requests\": %llu, \"failures\": %llu}",
+               "\"in_flight\": %lld, \"idle\": %lld, \"requests\": %llu, \"failures\": %llu}",
             backend_takes_requests(b) ? "true" : "false", backend_active_health(b), backend_down(b) ? "down" : "up",
-            (long long)stats_backend_in_flight(b->stats), (unsigned long long)counter_value(&b->stats->requests),
+            (long long)stats_backend_in_flight(b->stats), (long long)stats_backend_idle(b->stats),
+            (unsigned long long)counter_value(&b->stats->requests),
             (unsigned long long)counter_value(&b->stats->failures));
     }
     out_printf(o, "]}");
@@ -146,8 +147,11 @@ static void metrics_backend_up(struct out *o, const struct status_view *v, const
     }
 }
 
+/* What metrics_backends writes of each backend. */
+enum backend_figure { FIGURE_REQUESTS, FIGURE_IN_FLIGHT, FIGURE_IDLE };
+
 /* Each backend of the config once, though several pools may list it. */
-static void metrics_backends(struct out *o, const struct status_view *v, bool in_flight)
+static void metrics_backends(struct out *o, const struct status_view *v, enum backend_figure figure)
 {
     struct pool *pool;
 
@@ -163,10 +167,14 @@ static void metrics_backends(struct out *o, const struct status_view *v, bool in
                 seen = pool->backends[k] == b;
             if (seen)
                 continue;
-            out_printf(o, "%s{backend=\"", in_flight ? "rsp_backend_in_flight" : "rsp_backend_requests_total");
+            out_printf(o, "%s{backend=\"", figure == FIGURE_IN_FLIGHT ? "rsp_backend_in_flight"
+                                            : figure == FIGURE_IDLE    ? "rsp_backend_idle"
+                                                                       : "rsp_backend_requests_total");
             put_label(o, b->name);
-            if (in_flight)
+            if (figure == FIGURE_IN_FLIGHT)
                 out_printf(o, "\"} %lld\n", (long long)stats_backend_in_flight(b->stats));
+            else if (figure == FIGURE_IDLE)
+                out_printf(o, "\"} %lld\n", (long long)stats_backend_idle(b->stats));
             else
                 out_printf(o, "\"} %llu\n", (unsigned long long)counter_value(&b->stats->requests));
         }
@@ -196,9 +204,11 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
            "Whether a backend takes requests (1), or health checks or a failed connect took it out (0).");
     status_for_each_pool(&o, v, metrics_backend_up);
     family(&o, "rsp_backend_requests_total", "counter", "Requests sent to a backend.");
-    metrics_backends(&o, v, false);
+    metrics_backends(&o, v, FIGURE_REQUESTS);
     family(&o, "rsp_backend_in_flight", "gauge", "Requests a backend is serving now.");
-    metrics_backends(&o, v, true);
+    metrics_backends(&o, v, FIGURE_IN_FLIGHT);
+    family(&o, "rsp_backend_idle", "gauge", "Connections to a backend kept open for the next request.");
+    metrics_backends(&o, v, FIGURE_IDLE);
     family(&o, "rsp_connections", "gauge", "Client connections open.");
     out_printf(&o, "rsp_connections %lld\n", (long long)t.connections);
     family(&o, "rsp_requests_in_flight", "gauge", "Requests begun and not yet answered.");

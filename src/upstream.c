@@ -4,11 +4,19 @@
 #include "backend.h"
 #include "config.h"
 #include "net.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+
+/* However busy a backend was, at most this many of its connections wait
+ * idle, and at most one per this many descriptors rsp may open: a burst
+ * cannot leave rsp without descriptors for its clients. */
+#define UPSTREAM_IDLE_MAX 1024
+#define UPSTREAM_FDS_PER_IDLE 4
 
 static void upstream_close(struct upstream *u);
 static void finishing_event(struct upstream *u, uint32_t events);
@@ -71,6 +79,17 @@ static struct upstream **list_of(struct upstream *u)
     return u->finishing ? &u->backend->finishing : &u->backend->idle;
 }
 
+/* One more (1) or one fewer (-1) idle connection of b: for the pool's
+ * rules here, and for the status page (every process's together). */
+static void count_idle(struct backend *b, int delta)
+{
+    _Atomic int32_t *mine = &b->stats->idle[stats_row_index()];
+
+    b->idle_count += (unsigned)delta;
+    atomic_store_explicit(mine, atomic_load_explicit(mine, memory_order_relaxed) + delta,
+                          memory_order_relaxed);
+}
+
 /* Puts the detached u first on its list. */
 static void link_first(struct upstream *u)
 {
@@ -82,7 +101,7 @@ static void link_first(struct upstream *u)
         (*head)->prev = u;
     *head = u;
     if (!u->finishing)
-        u->backend->idle_count++;
+        count_idle(u->backend, 1);
 }
 
 /* Takes u off its backend's idle or finishing list. */
@@ -96,7 +115,7 @@ static void unlink_detached(struct upstream *u)
         u->next->prev = u->prev;
     u->prev = u->next = NULL;
     if (!u->finishing)
-        u->backend->idle_count--;
+        count_idle(u->backend, -1);
     timer_disarm(&u->idle_timer);
 }
 
@@ -127,13 +146,62 @@ static void upstream_close(struct upstream *u)
     reactor_defer(&u->deferred);
 }
 
+/* The hard cap on a backend's idle connections: from RLIMIT_NOFILE, read
+ * once (rsp's limit does not change while it runs). */
+static unsigned idle_cap(void)
+{
+    static unsigned cap;
+    struct rlimit rl;
+
+    if (cap != 0)
+        return cap;
+    cap = UPSTREAM_IDLE_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / UPSTREAM_FDS_PER_IDLE < cap)
+        cap = rl.rlim_cur / UPSTREAM_FDS_PER_IDLE;
+    return cap;
+}
+
+/* The most connections of b in use at once lately: in this window of
+ * `window` seconds or the one before, so that a peak is forgotten one or
+ * two windows after it. Called before each release (b->active still
+ * counts the connection released), which is where every peak ends. */
+static unsigned recent_peak(struct backend *b, double window)
+{
+    double now = reactor_now();
+
+    if (now >= b->window_start + window) {
+        b->peak_before = now < b->window_start + 2 * window ? b->peak : 0;
+        b->peak = 0;
+        b->window_start = now;
+    }
+    if (b->active > b->peak)
+        b->peak = b->active;
+    return b->peak > b->peak_before ? b->peak : b->peak_before;
+}
+
+/* Room in b's pool for the connection being released: backend_keepalive
+ * idle ones always (0: no pool at all), and beyond that as long as idle
+ * and in use together stay within the recent peak, so that the load of a
+ * moment ago finds its connections open when it comes back; never more
+ * than idle_cap(). */
+static bool pool_has_room(struct backend *b, const struct keepalive *k)
+{
+    unsigned peak = recent_peak(b, k->backend_idle_timeout);
+
+    if (k->backend_idle == 0 || b->idle_count >= idle_cap())
+        return false;
+    return b->idle_count < k->backend_idle || b->idle_count + b->active <= peak;
+}
+
 void upstream_release(struct upstream *u, bool reusable, const struct keepalive *k)
 {
     struct backend *b = u->backend;
     struct connection *c = &u->conn;
+    bool room = pool_has_room(b, k);
 
     backend_count_active(b, -1);
-    if (!reusable || b->idle_count >= k->backend_idle || c->broken || c->read_done ||
+    if (!reusable || !room || c->broken || c->read_done ||
         c->write_done || connection_queued(c) > 0 ||
         timer_arm(&u->idle_timer, reactor_now() + k->backend_idle_timeout) == -1) {
         upstream_close(u);
@@ -141,7 +209,7 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
     }
     /* Most recently used first: the connections at the back of the list
      * idle longest and reach their timeout, so the pool shrinks to what
-     * the load needs. */
+     * the load needs, one connection at a time, never all at once. */
     c->paused = false;
     c->watch_hangup = false;
     u->owner = NULL;

@@ -4,9 +4,11 @@
  * An upstream belongs to its backend, not to the client it serves: it is
  * attached to one exchange at a time, and detached when that exchange is
  * done with it. A detached upstream that can carry another request waits
- * in its backend's idle pool (at most backend_keepalive of them, for at
- * most backend_idle_timeout); it stays in epoll meanwhile, so that a
- * backend closing it is noticed at once, and it is closed then. */
+ * in its backend's idle pool, for at most backend_idle_timeout: the pool
+ * keeps backend_keepalive of them whatever the load, and beyond that as
+ * many as were in use at once lately (upstream_release), up to a hard
+ * cap. It stays in epoll meanwhile, so that a backend closing it is
+ * noticed at once, and it is closed then. */
 #ifndef RSP_UPSTREAM_H
 #define RSP_UPSTREAM_H
 
@@ -54,7 +56,8 @@ struct upstream *upstream_take_idle(struct backend *b, void (*handle)(void *owne
 
 /* The exchange is done with u. If `reusable` (its last response ended
  * where its framing said, and nobody asked to close) and the backend's
- * pool has room under k, u waits there for the next request; otherwise
+ * pool has room under k (backend_keepalive idle connections, or as many
+ * as were in use at once lately), u waits there for the next request; otherwise
  * it is closed, and freed once no event of this batch can point at it. */
 void upstream_release(struct upstream *u, bool reusable, const struct keepalive *k);
 
