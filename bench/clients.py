@@ -16,6 +16,16 @@
       them. Prints "started" once every request is sent, and at the end one
       JSON line {"connections": ..., "bytes": ..., "errors": ...}.
 
+  clients.py upload HOST PORT PATH N SIZE RATE SECONDS
+      (bench/slow-clients) Opens N connections and sends on each the head of
+      a POST for PATH with a body of SIZE bytes (Content-Length), then the
+      body at no more than RATE bytes per second per connection for SECONDS
+      seconds, and closes them (a body that is finished before then is
+      answered and counted in "answered"). Prints "started" once every head
+      is sent, and at the end one JSON line {"connections": ..., "bytes":
+      ..., "answered": ..., "errors": ...}; "errors" counts connections the
+      server closed before their body was sent.
+
   clients.py hold HOST PORT N idle|partial
       (bench/idle) Opens N connections and sends nothing on them (idle) or
       the start of a request head that never ends (partial: SLOWLORIS_HEAD),
@@ -392,11 +402,57 @@ def slow(host, port, path, n, rate, seconds):
     print(json.dumps({"connections": len(sockets), "bytes": received, "errors": errors}), flush=True)
 
 
+def upload(host, port, path, n, size, rate, seconds):
+    raise_fd_limit(n + 64)
+    sockets, errors, answered = [], 0, 0
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+            f"User-Agent: rsp-bench\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Length: {size}\r\n\r\n").encode()
+    for _ in range(n):
+        try:
+            s = connect(host, port)
+            s.sendall(head)
+            s.setblocking(False)
+            sockets.append(s)
+        except OSError:
+            errors += 1
+    print("started", flush=True)
+    per_tick = max(1, int(rate * TICK))
+    chunk = b"u" * per_tick
+    left = {s: size for s in sockets}
+    sent = 0
+    end = time.monotonic() + seconds
+    next_tick = time.monotonic()
+    while left and time.monotonic() < end:
+        for s in list(left):
+            try:
+                done = s.send(chunk[:min(per_tick, left[s])])
+            except BlockingIOError:
+                continue
+            except OSError:   # the server closed it before the body was sent
+                errors += 1
+                del left[s]
+                continue
+            sent += done
+            left[s] -= done
+            if left[s] == 0:
+                answered += 1
+                del left[s]
+        next_tick += TICK
+        time.sleep(max(0.0, next_tick - time.monotonic()))
+    for s in sockets:
+        s.close()
+    print(json.dumps({"connections": len(sockets), "bytes": sent, "answered": answered, "errors": errors}),
+          flush=True)
+
+
 def main(argv):
     if len(argv) == 6 and argv[1] == "idle":
         idle(argv[2], int(argv[3]), argv[4], int(argv[5]))
     elif len(argv) == 8 and argv[1] == "slow":
         slow(argv[2], int(argv[3]), argv[4], int(argv[5]), int(argv[6]), float(argv[7]))
+    elif len(argv) == 9 and argv[1] == "upload":
+        upload(argv[2], int(argv[3]), argv[4], int(argv[5]), int(argv[6]), int(argv[7]), float(argv[8]))
     elif len(argv) == 6 and argv[1] == "hold" and argv[5] in ("idle", "partial"):
         hold(argv[2], int(argv[3]), int(argv[4]), argv[5])
     elif len(argv) == 7 and argv[1] == "shed":
