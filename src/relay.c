@@ -155,7 +155,7 @@ static bool client_may_send(const struct relay *relay)
 {
     int waiting = 0;
 
-    if (!relay->x.request_complete || buffer_length(&relay->head) > 0 || relay->x.drained > 0)
+    if (!relay->x->request_complete || buffer_length(&relay->head) > 0 || relay->x->drained > 0)
         return true;
     if (ioctl(relay->client.handler.fd, FIONREAD, &waiting) == -1)
         return true; /* cannot tell: linger, as before */

@@ -145,7 +145,7 @@ static int temp_read(int fd, uint64_t offset, size_t len)
  * now (before the answer), not when the client leaves. */
 static void drop_body(struct relay *relay)
 {
-    struct body_buffer *b = relay->x.body_buffer;
+    struct body_buffer *b = relay->x->body_buffer;
 
     buffer_free(&b->memory);
     temp_close(&b->fd);
@@ -157,7 +157,7 @@ static void drop_body(struct relay *relay)
 static int keep_body(struct relay *relay, const char *data, size_t len)
 {
     const struct buffering *cfg = &relay->config->buffering;
-    struct body_buffer *b = relay->x.body_buffer;
+    struct body_buffer *b = relay->x->body_buffer;
 
     if (cfg->max_body > 0 && b->length + len > cfg->max_body) {
         drop_body(relay);
@@ -197,7 +197,7 @@ static void chunk_data(void *context, const char *data, size_t len)
 {
     struct relay *relay = context;
 
-    if (relay->x.phase == PHASE_BUFFER)
+    if (relay->x->phase == PHASE_BUFFER)
         keep_body(relay, data, len);
 }
 
@@ -205,7 +205,7 @@ static void chunk_data(void *context, const char *data, size_t len)
  * length as its Content-Length. */
 static void body_complete(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     x->request_complete = true;
     x->info.buffered = true;
@@ -216,7 +216,7 @@ static void body_complete(struct relay *relay)
 
 void buffering_client_data(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     ssize_t n;
 
     x->last_body_read = reactor_now();
@@ -244,7 +244,7 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
 /* True if the client waits for "100 Continue" before sending its body. */
 static bool expects_continue(const struct relay *relay)
 {
-    const struct http_request *rq = relay->x.request;
+    const struct http_request *rq = relay->x->request;
     const char *buf = relay_bytes(relay);
 
     if (rq->minor_version == 0)
@@ -259,7 +259,7 @@ static bool expects_continue(const struct relay *relay)
 
 void buffering_begin(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     const struct buffering *cfg = &relay->config->buffering;
     size_t head_length = x->request->head_length, extra;
 
@@ -310,7 +310,7 @@ void buffering_begin(struct relay *relay)
 
 void buffering_send_body(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (x->body_buffer == NULL)
         return;
@@ -321,7 +321,7 @@ void buffering_send_body(struct relay *relay)
 
 bool buffering_finish_after_body(struct relay *relay)
 {
-    struct body_buffer *b = relay->x.body_buffer;
+    struct body_buffer *b = relay->x->body_buffer;
 
     if (b == NULL || b->sent == b->length)
         return false;
@@ -333,7 +333,7 @@ bool buffering_finish_after_body(struct relay *relay)
  * its queue is under the high-water mark. */
 static void feed_backend(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct body_buffer *b = x->body_buffer;
     struct connection *c = relay_backend(relay);
     size_t in_memory;
@@ -370,10 +370,10 @@ static void feed_backend(struct relay *relay)
 
 double buffering_rate_deadline(const struct relay *relay)
 {
-    const struct body_buffer *b = relay->x.body_buffer;
+    const struct body_buffer *b = relay->x->body_buffer;
     double rate = relay->config->buffering.body_min_rate, grace, due;
 
-    if (b == NULL || rate <= 0 || relay->x.phase != PHASE_BUFFER)
+    if (b == NULL || rate <= 0 || relay->x->phase != PHASE_BUFFER)
         return HUGE_VAL;
     grace = relay->config->timeouts.body < BUFFERING_RATE_GRACE ? relay->config->timeouts.body
                                                                  : BUFFERING_RATE_GRACE;
@@ -389,8 +389,8 @@ double buffering_rate_deadline(const struct relay *relay)
  * `value` (ignoring case). */
 static bool response_has(const struct relay *relay, const char *name, const char *value)
 {
-    const struct http_request *res = relay->x.response;
-    const char *buf = buffer_bytes(&relay->x.response_head);
+    const struct http_request *res = relay->x->response;
+    const char *buf = buffer_bytes(&relay->x->response_head);
     size_t n = strlen(value);
 
     for (size_t i = 0; i < res->header_count; i++) {
@@ -404,7 +404,7 @@ static bool response_has(const struct relay *relay, const char *name, const char
 
 void buffering_response_start(struct relay *relay, bool upgrading)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     x->response_buffered = relay->config->buffering.response && !upgrading &&
                            x->framing != FRAMING_NONE && !response_has(relay, "x-accel-buffering", "no") &&
@@ -419,15 +419,15 @@ static bool spool_pending(const struct response_spool *s)
 
 bool buffering_response_pending(const struct relay *relay)
 {
-    return spool_pending(relay->x.response_spool);
+    return spool_pending(relay->x->response_spool);
 }
 
 bool buffering_busy(const struct relay *relay)
 {
-    const struct body_buffer *b = relay->x.body_buffer;
+    const struct body_buffer *b = relay->x->body_buffer;
 
     return buffering_response_pending(relay) ||
-           (b != NULL && b->finish && relay->x.upstream != NULL);
+           (b != NULL && b->finish && relay->x->upstream != NULL);
 }
 
 /* Writes what the file takes of data (up to max_temp_file_size); returns
@@ -459,7 +459,7 @@ static size_t spool_write(struct relay *relay, struct response_spool *s, const c
 
 void buffering_to_client(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct connection *client = &relay->client;
     struct response_spool *s = x->response_spool;
     size_t n;
@@ -489,7 +489,7 @@ void buffering_to_client(struct relay *relay, const char *data, size_t len)
  * making the client's queue grow past the high-water mark. */
 static bool spool_accepting(const struct relay *relay)
 {
-    const struct exchange *x = &relay->x;
+    const struct exchange *x = relay->x;
     const struct response_spool *s = x->response_spool;
     const struct buffering *cfg = &relay->config->buffering;
 
@@ -518,7 +518,7 @@ bool buffering_client_ready(const struct relay *relay)
 
 bool buffering_may_splice(const struct relay *relay)
 {
-    if (!relay->x.response_buffered)
+    if (!relay->x->response_buffered)
         return true;
     return relay->client.piped == 0 && connection_queued(&relay->client) == 0 &&
            !buffering_response_pending(relay);
@@ -529,7 +529,7 @@ bool buffering_may_splice(const struct relay *relay)
  * client connection's end (if it closes) can follow. */
 static void feed_client(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct response_spool *s = x->response_spool;
     struct connection *client = &relay->client;
 
@@ -569,7 +569,7 @@ void buffering_settle(struct relay *relay)
 
 void buffering_free(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (x->body_buffer != NULL) {
         buffer_free(&x->body_buffer->memory);

@@ -70,10 +70,10 @@ static void send_request(struct relay *relay);
  * when `reusable`. */
 static void release_upstream(struct relay *relay, bool reusable)
 {
-    if (relay->x.upstream == NULL)
+    if (relay->x->upstream == NULL)
         return;
-    upstream_release(relay->x.upstream, reusable, &relay->config->keepalive);
-    relay->x.upstream = NULL;
+    upstream_release(relay->x->upstream, reusable, &relay->config->keepalive);
+    relay->x->upstream = NULL;
 }
 
 void relay_release_backend(struct relay *relay)
@@ -88,7 +88,7 @@ void relay_release_backend(struct relay *relay)
  * if `reusable`. */
 static void finish_upstream(struct relay *relay, bool reusable)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     /* It answered before it had the whole buffered body: the rest goes
      * out first, from memory or the file, then the connection closes. */
@@ -106,7 +106,7 @@ static void finish_upstream(struct relay *relay, bool reusable)
  * may have stopped before or after the request line. */
 static bool is_head_request(const struct relay *relay)
 {
-    const struct exchange *x = &relay->x;
+    const struct exchange *x = relay->x;
 
     if (x->head_method)
         return true;
@@ -123,16 +123,16 @@ static bool client_may_stay(const struct relay *relay)
 {
     const struct keepalive *k = &relay->config->keepalive;
 
-    return relay->x.client_keep_alive && k->timeout > 0 && relay->served + 1 < k->requests &&
+    return relay->x->client_keep_alive && k->timeout > 0 && relay->served + 1 < k->requests &&
            !relay->client.read_done && !relay->set->draining;
 }
 
 /* How the response must say the client connection goes on. */
 static enum response_connection client_connection(const struct relay *relay)
 {
-    if (!relay->x.keep_client)
+    if (!relay->x->keep_client)
         return CONNECTION_CLOSE;
-    return relay->x.minor_version == 0 ? CONNECTION_KEEP_ALIVE : CONNECTION_PERSIST;
+    return relay->x->minor_version == 0 ? CONNECTION_KEEP_ALIVE : CONNECTION_PERSIST;
 }
 
 /* The header lines that end rsp's own answers: how the connection goes
@@ -153,7 +153,7 @@ static const char *own_lines(const struct relay *relay, char *room, size_t size)
  * request, or are drained if this response is over and closes. */
 static void request_read(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     x->request_complete = true;
     x->request_sent = reactor_now();
@@ -168,7 +168,7 @@ static void request_read(struct relay *relay)
 /* The last byte of the response is in the client's queue. */
 static void response_finished(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     x->response_done = true;
     x->response_ended = reactor_now();
@@ -200,7 +200,7 @@ static int keep_field(struct exchange *x, int i, const char *data, size_t length
 /* The value of the request header `name`, or NULL. */
 static const char *request_header(const struct relay *relay, const char *name, size_t *length)
 {
-    const struct http_request *rq = relay->x.request;
+    const struct http_request *rq = relay->x->request;
     const char *buf = relay_bytes(relay);
     size_t n = strlen(name);
 
@@ -220,7 +220,7 @@ static const char *request_header(const struct relay *relay, const char *name, s
  * Referer and User-Agent. Once per exchange; nothing without a log. */
 static void log_request_fields(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *eol;
     size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0;
 
@@ -254,7 +254,7 @@ static void log_request_fields(struct relay *relay)
  * left before any answer. */
 static void log_exchange(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     const char *fields = buffer_bytes(&x->log_fields);
     struct access_entry e;
     struct log_text text[3];
@@ -284,7 +284,7 @@ static void log_exchange(struct relay *relay)
  * response as reply_append writes it ("HTTP/1.1 NNN ...", head, body). */
 static void answer_ourselves(struct relay *relay, const char *data, size_t length)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     const char *end = memmem(data, length, "\r\n\r\n", 4);
 
     connection_write(&relay->client, data, length);
@@ -301,9 +301,14 @@ static void answer_ourselves(struct relay *relay, const char *data, size_t lengt
 
 void relay_fail_request(struct relay *relay, int status)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = exchange_begin(relay);
     struct buffer answer = BUFFER_INIT;
     char lines[128];
+
+    if (x == NULL) {
+        connection_fail(&relay->client);
+        return;
+    }
 
     /* A request refused while its head is read has not been captured for
      * the log yet (request_ready does it); later, the head is gone. */
@@ -367,7 +372,7 @@ static void report_shortage(const struct exchange *x, int error)
  * sense. */
 bool relay_attempt_failed(struct relay *relay, int error)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM ||
         error == EADDRNOTAVAIL) {
@@ -386,7 +391,7 @@ bool relay_attempt_failed(struct relay *relay, int error)
  * (or memory, or local ports) ourselves. */
 static int connect_next(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     for (;;) {
         if (x->address != NULL)
@@ -422,7 +427,7 @@ static int connect_next(struct relay *relay)
 /* Writes the request we kept to a new connection: the pooling race. */
 static void send_again(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     connection_write(&x->upstream->conn, buffer_bytes(&x->replay), buffer_length(&x->replay));
     buffer_free(&x->replay);
@@ -433,7 +438,7 @@ static void send_again(struct relay *relay)
 
 void exchange_connect(struct relay *relay, int status)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     x->phase = PHASE_CONNECTING;
     switch (connect_next(relay)) {
@@ -459,7 +464,7 @@ void exchange_connect(struct relay *relay, int status)
  * goes; what follows it is the client's next request. */
 static void forward_body(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     ssize_t n = body_frame(&x->info.body, data, len);
 
     if (n == -1) {
@@ -487,7 +492,7 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
  * pool route chose, or NULL to route by Host. */
 static bool ask_route(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct route_request rq = { x->request, relay_bytes(relay), &x->info, relay->client_address };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
@@ -519,7 +524,7 @@ static bool ask_route(struct relay *relay)
  * redirect to https (https_redirect.h). Returns true if rsp answered. */
 static bool answer_plain_http(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct buffer answer = BUFFER_INIT;
     bool keep = x->request_complete && client_may_stay(relay);
     int rc;
@@ -547,7 +552,7 @@ static bool answer_plain_http(struct relay *relay)
 /* The head is complete: check it, route it, get a backend connection. */
 static void request_ready(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     const char *buf = relay_bytes(relay);
     int status = request_check(x->request, buf, &relay->config->policy, &x->info);
 
@@ -595,8 +600,13 @@ static void request_ready(struct relay *relay)
 /* Parses what the buffer holds of the head (new bytes were appended). */
 static void parse_head(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = exchange_begin(relay);
     int rc;
+
+    if (x == NULL) {
+        connection_fail(&relay->client);
+        return;
+    }
 
     /* The parser's state (some 3 KiB, most of it room for 100 headers) is
      * allocated with the first byte, not with the connection: an idle
@@ -627,7 +637,7 @@ static void parse_head(struct relay *relay)
  * left in the buffer is the client's next request. */
 static void consume_request(struct relay *relay, size_t used)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     buffer_consume(&relay->head, used);
     free(x->request);
@@ -639,7 +649,7 @@ static void consume_request(struct relay *relay, size_t used)
  * bytes came in with the head. */
 static void send_request(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct buffer head = BUFFER_INIT;
     size_t head_length = x->request->head_length, used = head_length;
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
@@ -691,7 +701,7 @@ static void send_request(struct relay *relay)
 /* The backend socket became writable (or failed) while connecting. */
 static void connect_finished(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     int error = net_connect_result(x->upstream->conn.handler.fd);
 
     if (error == 0) {
@@ -713,7 +723,12 @@ static void connect_finished(struct relay *relay)
 
 void exchange_client_data(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = exchange_begin(relay);
+
+    if (x == NULL) {
+        connection_fail(&relay->client);
+        return;
+    }
 
     switch (x->phase) {
     case PHASE_HEAD:
@@ -749,7 +764,12 @@ void exchange_client_data(struct relay *relay, const char *data, size_t len)
 
 void exchange_client_finished(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = exchange_begin(relay);
+
+    if (x == NULL) {
+        connection_fail(&relay->client);
+        return;
+    }
 
     relay->client.read_done = true;
     if (x->phase == PHASE_HEAD && buffer_length(&relay->head) == 0) {
@@ -773,16 +793,28 @@ void exchange_client_finished(struct relay *relay)
     }
 }
 
+const struct exchange exchange_idle = { .phase = PHASE_HEAD };
+
+struct exchange *exchange_begin(struct relay *relay)
+{
+    struct exchange *x;
+
+    if (relay->x != &exchange_idle)
+        return relay->x;
+    /* Zeroed: PHASE_HEAD, no request yet, every buffer BUFFER_INIT. */
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        log_msg("out of memory starting a request");
+        return NULL;
+    }
+    relay->x = x;
+    return x;
+}
+
 void exchange_next(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
-    struct exchange fresh = { .phase = PHASE_HEAD };
-
     exchange_free(relay);
-    *x = fresh;
-    x->replay = (struct buffer)BUFFER_INIT;
-    x->response_head = (struct buffer)BUFFER_INIT;
-    x->log_fields = (struct buffer)BUFFER_INIT;
+    exchange_release(relay); /* an idle connection holds no exchange */
     relay->served++;
     relay->idle_since = reactor_now();
     if (buffer_length(&relay->head) > 0)
@@ -795,7 +827,7 @@ void exchange_next(struct relay *relay)
  * not had a byte of it yet, and the backend connection is not reused. */
 static void bad_response(struct relay *relay, const char *what)
 {
-    log_msg("backend %s: %s", relay->x.current->name, what);
+    log_msg("backend %s: %s", relay->x->current->name, what);
     relay_fail_request(relay, 502);
 }
 
@@ -803,8 +835,8 @@ static void bad_response(struct relay *relay, const char *what)
  * the access log. */
 static void to_client(struct relay *relay, const char *data, size_t len)
 {
-    relay->x.body_bytes += len;
-    if (relay->x.response_buffered)
+    relay->x->body_bytes += len;
+    if (relay->x->response_buffered)
         buffering_to_client(relay, data, len);
     else
         connection_write(&relay->client, data, len);
@@ -821,7 +853,7 @@ static void dechunked_data(void *context, const char *data, size_t len)
 /* Bytes of the response body. */
 static void response_body(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     ssize_t n;
 
     if (x->framing == FRAMING_CLOSE) {
@@ -854,9 +886,9 @@ static int forward_interim(struct relay *relay, const char *buf)
 {
     struct buffer out = BUFFER_INIT;
 
-    if (relay->x.minor_version == 0)
+    if (relay->x->minor_version == 0)
         return 0;
-    if (response_write_head(relay->x.response, buf, CONNECTION_PERSIST, false, NULL, &out) == -1)
+    if (response_write_head(relay->x->response, buf, CONNECTION_PERSIST, false, NULL, &out) == -1)
         return -1;
     connection_write(&relay->client, out.data, buffer_length(&out));
     buffer_free(&out);
@@ -867,7 +899,7 @@ static int forward_interim(struct relay *relay, const char *buf)
  * client connection goes on, and send the client our version of it. */
 static int start_response(struct relay *relay, const char *buf)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     struct response_info info;
     struct buffer out = BUFFER_INIT;
     bool upgrading = x->response->status == 101;
@@ -917,7 +949,7 @@ static int start_response(struct relay *relay, const char *buf)
  * and begin the body after the final one. */
 static void response_head(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (buffer_append(&x->response_head, data, len) == -1) {
         bad_response(relay, "out of memory reading a response head");
@@ -987,7 +1019,7 @@ static bool head_pending(const struct exchange *x)
 
 static void response_data(struct relay *relay, const char *data, size_t len)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (!x->response_began) {
         x->response_began = true;
@@ -1009,7 +1041,7 @@ static void response_data(struct relay *relay, const char *data, size_t len)
 /* The backend closed its side (EOF), or broke. */
 static void backend_finished(struct relay *relay, bool broken)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
 
     if (broken)
         connection_fail(&x->upstream->conn);
@@ -1047,7 +1079,7 @@ static void backend_finished(struct relay *relay, bool broken)
  * its end; a TLS client's bytes must be encrypted by us. */
 static bool response_splices(const struct relay *relay)
 {
-    const struct exchange *x = &relay->x;
+    const struct exchange *x = relay->x;
 
     return relay->config->scaling.splice && !relay->tls && x->response_started &&
            !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
@@ -1065,7 +1097,7 @@ enum { SPLICE_STOP, SPLICE_MORE, SPLICE_COPY };
 
 static int response_splice(struct relay *relay, struct connection *backend)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
     size_t len = SIZE_MAX;
     ssize_t n;
 
@@ -1159,7 +1191,10 @@ void exchange_upstream_event(void *owner, uint32_t events)
 
 void exchange_free(struct relay *relay)
 {
-    struct exchange *x = &relay->x;
+    struct exchange *x = relay->x;
+
+    if (x == &exchange_idle)
+        return;
 
     log_exchange(relay);
     if (x->head_started > 0) {
@@ -1178,4 +1213,11 @@ void exchange_free(struct relay *relay)
     buffer_free(&x->response_head);
     buffer_free(&x->replay);
     buffering_free(relay);
+}
+
+void exchange_release(struct relay *relay)
+{
+    if (relay->x != &exchange_idle)
+        free(relay->x);
+    relay->x = (struct exchange *)&exchange_idle;
 }

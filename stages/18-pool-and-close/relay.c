@@ -57,8 +57,8 @@ static void client_readable(struct relay *relay)
         /* Stop as soon as the head is complete: the rest waits in the
          * kernel until a backend is connected, and after the whole
          * request, until it is answered. */
-        if (relay->client.read_done || relay->client.paused || relay->x.phase == PHASE_CONNECTING ||
-            relay->x.phase == PHASE_SENT)
+        if (relay->client.read_done || relay->client.paused || relay->x->phase == PHASE_CONNECTING ||
+            relay->x->phase == PHASE_SENT)
             return;
         n = connection_read(&relay->client, buffer, sizeof buffer);
         if (n > 0) {
@@ -72,7 +72,7 @@ static void client_readable(struct relay *relay)
         }
         /* Stop as soon as the backend's queue is full: backpressure. */
         backend = relay_backend(relay);
-        if ((relay->x.phase == PHASE_BODY || relay->x.phase == PHASE_TUNNEL) && backend != NULL &&
+        if ((relay->x->phase == PHASE_BODY || relay->x->phase == PHASE_TUNNEL) && backend != NULL &&
             connection_queued(backend) > RELAY_HIGH_WATER)
             relay->client.paused = true;
     }
@@ -89,6 +89,7 @@ static void relay_release(struct reactor_deferred *deferred)
     struct relay *relay = (struct relay *)deferred; /* its first member */
     struct relay_set *set = relay->set;
 
+    exchange_release(relay);
     free(relay);
     if (set->count == 0)
         pipe_pool_trim(); /* no client left to splice for */
@@ -125,7 +126,7 @@ static void relay_close(struct relay *relay)
  * connection between requests, or a new one that has said nothing. */
 static bool relay_waiting(const struct relay *relay)
 {
-    return relay->x.phase == PHASE_HEAD && buffer_length(&relay->head) == 0;
+    return relay->x->phase == PHASE_HEAD && buffer_length(&relay->head) == 0;
 }
 
 /* While rsp drains: a relay waiting for a request is done. */
@@ -137,7 +138,9 @@ static bool relay_drained(struct relay *relay)
         return true;
     /* The end of the last response is still queued: FIN after it. */
     connection_shutdown_write(&relay->client);
-    relay->x.phase = PHASE_DRAIN;
+    if (exchange_begin(relay) == NULL)
+        return true; /* out of memory: closed now rather than drained */
+    relay->x->phase = PHASE_DRAIN;
     return false;
 }
 
@@ -152,7 +155,7 @@ static bool client_may_send(const struct relay *relay)
 {
     int waiting = 0;
 
-    if (!relay->x.request_complete || buffer_length(&relay->head) > 0 || relay->x.drained > 0)
+    if (!relay->x->request_complete || buffer_length(&relay->head) > 0 || relay->x->drained > 0)
         return true;
     if (ioctl(relay->client.handler.fd, FIONREAD, &waiting) == -1)
         return true; /* cannot tell: linger, as before */
@@ -176,7 +179,7 @@ void relay_settle_or_close(struct relay *relay)
      * it. Queued is not delivered: a client that pipelines and never
      * reads would otherwise have every answer piled up in our memory. Its
      * EPOLLOUT brings us back here. */
-    while (relay->x.response_done && relay->x.keep_client && relay->x.phase == PHASE_SENT &&
+    while (relay->x->response_done && relay->x->keep_client && relay->x->phase == PHASE_SENT &&
            !client->broken && connection_queued(client) < RELAY_LOW_WATER && client->piped == 0 &&
            !buffering_busy(relay))
         exchange_next(relay);
@@ -185,11 +188,11 @@ void relay_settle_or_close(struct relay *relay)
         return;
     }
     backend = relay_backend(relay);
-    phase = relay->x.phase;
+    phase = relay->x->phase;
 
     /* A backend that stopped taking the request may still answer it. */
     if (phase == PHASE_BODY && (backend == NULL || backend->write_done))
-        relay->x.phase = phase = PHASE_DRAIN;
+        relay->x->phase = phase = PHASE_DRAIN;
     /* Reading the client: not while connecting, nor while a whole request
      * waits for its answer; during the body (or a tunnel) only while the
      * backend keeps up; and a drain has a limit. */
@@ -199,7 +202,7 @@ void relay_settle_or_close(struct relay *relay)
     else if ((phase != PHASE_BODY && phase != PHASE_TUNNEL) || backend == NULL ||
              connection_queued(backend) < RELAY_LOW_WATER)
         client->paused = false;
-    if (phase == PHASE_DRAIN && relay->x.drained > RELAY_DRAIN_LIMIT)
+    if (phase == PHASE_DRAIN && relay->x->drained > RELAY_DRAIN_LIMIT)
         client->read_done = true;
     /* Reading the backend: only while the client keeps up and is there. */
     if (backend != NULL && client->write_done)
@@ -267,7 +270,7 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
         connection_flush(&relay->client);
     /* EPOLLIN too: while waiting, the client's registration may keep it
      * (connection_update), and it then says what EPOLLRDHUP would. */
-    if ((relay->x.phase == PHASE_CONNECTING || relay->x.phase == PHASE_SENT) &&
+    if ((relay->x->phase == PHASE_CONNECTING || relay->x->phase == PHASE_SENT) &&
         (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)))
         client_hung_up(relay);
     else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
@@ -346,7 +349,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     if (++set->count > set->peak)
         set->peak = set->count;
     relay->config = config_hold(config);
-    relay->x.phase = PHASE_HEAD;
+    relay->x = (struct exchange *)&exchange_idle;
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
     format_address(address, relay->client_address, sizeof relay->client_address);

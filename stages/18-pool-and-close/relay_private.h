@@ -112,7 +112,9 @@ struct relay {
     unsigned served;                 /* exchanges finished on this connection */
     char client_address[INET6_ADDRSTRLEN];
     char server_port[6];             /* the port the client connected to */
-    struct exchange x;               /* the request being served */
+    struct exchange *x;              /* the request being served; between requests the
+                                        shared exchange_idle, so that an idle connection
+                                        holds no exchange (exchange_begin) */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     struct timer timer;
@@ -125,10 +127,22 @@ struct relay {
 /* The backend connection's socket side, or NULL when there is none. */
 static inline struct connection *relay_backend(const struct relay *relay)
 {
-    return relay->x.upstream != NULL ? &relay->x.upstream->conn : NULL;
+    return relay->x->upstream != NULL ? &relay->x->upstream->conn : NULL;
 }
 
 /* exchange.c */
+
+/* What an idle relay's x points to: an exchange in PHASE_HEAD with nothing
+ * in it, read-only (a write to it faults). */
+extern const struct exchange exchange_idle;
+
+/* Gives the relay an exchange of its own, if it has exchange_idle: returns
+ * relay->x, or NULL when out of memory. */
+struct exchange *exchange_begin(struct relay *relay);
+
+/* Frees the relay's own exchange, if it has one (after exchange_free), and
+ * gives it exchange_idle again. */
+void exchange_release(struct relay *relay);
 
 /* Bytes arrived from the client, in the phase the exchange is in. */
 void exchange_client_data(struct relay *relay, const char *data, size_t len);

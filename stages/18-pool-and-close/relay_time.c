@@ -58,7 +58,7 @@ static void consider(double *best, enum deadline *which, double when, enum deadl
 static double next_deadline(const struct relay *relay, enum deadline *which)
 {
     const struct timeouts *t = &relay->config->timeouts;
-    const struct exchange *x = &relay->x;
+    const struct exchange *x = relay->x;
     const struct connection *client = &relay->client, *backend = relay_backend(relay);
     double best = relay->last_activity + t->idle;
 
@@ -110,7 +110,7 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
     log_msg(which == DEADLINE_BODY_RATE ? "%s (%g bytes/s) fired: client %s, backend %s: %s"
                                         : "%s (%g s) fired: client %s, backend %s: %s",
             deadline_names[which], seconds[which], relay->client_address,
-            relay->x.current != NULL ? relay->x.current->name : "none", what);
+            relay->x->current != NULL ? relay->x->current->name : "none", what);
     stats_count_timeout(kinds[which]);
 }
 
@@ -119,7 +119,7 @@ static void log_timeout(const struct relay *relay, enum deadline which, const ch
  * RELAY_LINGER has passed, whichever comes first. */
 static void give_up(struct relay *relay)
 {
-    if (relay->x.phase != PHASE_DRAIN)
+    if (relay->x->phase != PHASE_DRAIN)
         return;
     relay->client.read_done = true;
     relay->give_up_at = reactor_now() + RELAY_LINGER;
@@ -163,9 +163,9 @@ static void deadline_passed(struct relay *relay, enum deadline which)
         connect_timed_out(relay);
         break;
     case DEADLINE_BODY:
-        log_timeout(relay, which, relay->x.response_started ? "the request body stalled; closed"
+        log_timeout(relay, which, relay->x->response_started ? "the request body stalled; closed"
                                                             : "the request body stalled; answered 408");
-        if (relay->x.response_started)
+        if (relay->x->response_started)
             cut_off(relay);
         else
             relay_fail_request(relay, 408);
