@@ -24,7 +24,8 @@ log=$DEMO_TMP/access.log
 cat >"$DEMO_TMP/rsp.lua" <<LUA
 listen = "127.0.0.1:$port"
 access_log = "$log"
-sites = { ["www.example.com"] = { backends = { "127.0.0.1:$a", "127.0.0.1:$b" } } }
+sites = { ["www.example.com"] = { backends = { "127.0.0.1:$a", "127.0.0.1:$b" } },
+          ["slow.example.com"] = { backends = { "127.0.0.1:$a" } } }
 LUA
 demo_rsp rsp "$old/rsp" "$DEMO_TMP/rsp.lua"
 lines() { [ -e "$log" ] && wc -l <"$log" || echo 0; }
@@ -32,7 +33,10 @@ lines() { [ -e "$log" ] && wc -l <"$log" || echo 0; }
 echo "== chapter 11's rsp: 6 s of traffic; backend b stops after 2 s; one request takes 5 s"
 demo_start traffic "$DEMO_PYTHON" demo/traffic.py "$port" www.example.com 20 20 20 20 20 20
 traffic=${demo_pids[-1]}
-( sleep 0.5; "$DEMO_PYTHON" demo/ask.py "$port" www.example.com "/?delay=5" ) >"$DEMO_TMP/slow.log" 2>&1 &
+# The slow request has a site of its own, served by a alone: through
+# www.example.com, round robin would send it to b now and then, which
+# stops under it.
+( sleep 0.5; "$DEMO_PYTHON" demo/ask.py "$port" slow.example.com "/?delay=5" ) >"$DEMO_TMP/slow.log" 2>&1 &
 slow=$!
 demo_pids+=("$slow")
 ( sleep 2; kill "$backend_b" ) &
