@@ -816,10 +816,10 @@ def test_killed_worker_takes_its_pipes_along(make_fast_backend, start_proxy):
 
 # -- system calls ----------------------------------------------------------------------------------
 
-def traced_calls(pid, names, action):
+def traced(pid, names, action):
     """Runs action() with strace attached to process `pid`, tracing the
-    system calls `names`; returns {name: how many calls}. (Counts, never
-    times: what rsp does per request, not how fast.)"""
+    system calls `names`; returns the lines strace wrote (calls and their
+    results: counted by the tests, never timed)."""
     import shutil
     import subprocess
     import tempfile
@@ -837,11 +837,17 @@ def traced_calls(pid, names, action):
         finally:
             tracer.send_signal(signal.SIGINT)
             tracer.wait(timeout=POLL_TIMEOUT)
-        counts = dict.fromkeys(names, 0)
-        for line in out.read().splitlines():
-            call = line.split(maxsplit=1)[-1].split("(", 1)[0]
-            if call in counts:
-                counts[call] += 1
+        return out.read().splitlines()
+
+
+def traced_calls(pid, names, action):
+    """Runs action() under traced(); returns {name: how many calls}.
+    (Counts, never times: what rsp does per request, not how fast.)"""
+    counts = dict.fromkeys(names, 0)
+    for line in traced(pid, names, action):
+        call = line.split(maxsplit=1)[-1].split("(", 1)[0]
+        if call in counts:
+            counts[call] += 1
     return counts
 
 

@@ -20,11 +20,7 @@ of the response at the client.
 """
 
 import re
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
 import threading
 
 import pytest
@@ -33,6 +29,7 @@ from client import Conn, read_response, request
 from netutil import wait_for
 from promparse import value
 from proxy import fd_targets, tcp_sockets
+from test_fast_path import traced
 from test_status import backend_entry, metrics, start_with_status, status_json, wait_status
 
 POLL_TIMEOUT = 10.0   # s: a bound on waiting for something that must happen
@@ -198,27 +195,6 @@ def test_unread_body_still_lingers(backend, start_proxy):
         sent.join(POLL_TIMEOUT)
         assert r.status == 413, r
     assert request(proxy.port, "/bytes?n=10").status == 200
-
-
-def traced(pid, names, action):
-    """Runs action() with strace attached to process `pid`, tracing the
-    system calls `names`; returns the lines strace wrote (calls and their
-    results: counted by the test, never timed)."""
-    if shutil.which("strace") is None:
-        pytest.skip("no strace here (setup-env.sh installs it)")
-    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
-        tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=" + ",".join(names), "-o", out.name,
-                                   "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            def attached():
-                with open(f"/proc/{pid}/status") as f:
-                    return any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in f)
-            wait_for(attached, "strace attached to rsp", POLL_TIMEOUT)
-            action()
-        finally:
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(timeout=POLL_TIMEOUT)
-        return out.read().splitlines()
 
 
 def test_closing_connections_read_no_end_of_file(make_keepalive_backend, start_proxy):
