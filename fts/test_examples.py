@@ -125,9 +125,18 @@ def test_make_run_stops_once_on_ctrl_c(rsp, fixed_port, tmp_path):
     # A terminal of its own, as a developer's: Ctrl-C is the byte \x03 on it,
     # which the kernel turns into SIGINT for its foreground process group.
     controller, terminal = pty.openpty()
+
+    def on_its_terminal():
+        # Ctrl-C as a developer's shell gives it: SIGINT at its default.
+        # run_integration_tests starts its suites in the background (`&`),
+        # where bash sets SIGINT ignored; every child inherits that, and a
+        # shell that starts with a signal ignored cannot trap it. (Full runs
+        # saw run-demo not answer a Ctrl-C it had echoed; a lone run never.)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0)
     demo = subprocess.Popen([script], stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True,
                             env=dict(os.environ, RSP=rsp.binary), close_fds=True,
-                            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
+                            preexec_fn=on_its_terminal)
     os.close(terminal)
     output = b""
 
