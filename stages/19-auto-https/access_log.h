@@ -1,0 +1,73 @@
+/* access_log.h -- one line per response, in the combined log format.
+ *
+ *   ADDR - - [25/Nov/2026:13:40:55 +0000] "GET /p HTTP/1.1" 200 123 "REFERER" "AGENT"
+ *
+ * and, in the "timed" format, two more fields: the request's time in
+ * seconds and the backend that answered ("-" when rsp answered itself):
+ *
+ *   ... "AGENT" 0.003 "127.0.0.1:8001"
+ *
+ * Inside quotes, '"', '\' and bytes below 0x20 or above 0x7e are written
+ * as \xHH, so that a client cannot forge a line or a field. Lines are
+ * buffered and written when the buffer fills, at most a second after they
+ * were made, and when the log is reopened or closed: a proxy writing one
+ * line per request with a system call each would spend a good part of its
+ * time there. */
+#ifndef RSP_ACCESS_LOG_H
+#define RSP_ACCESS_LOG_H
+
+#include "buffer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A span of bytes to log; data NULL: the field is "-". */
+struct log_text {
+    const char *data;
+    size_t length;
+};
+
+struct access_entry {
+    const char *client;         /* the client's address */
+    struct log_text request;    /* the request line as received */
+    int status;
+    uint64_t body_bytes;        /* of the response, as sent to the client */
+    struct log_text referer, agent;
+    double seconds;             /* from the request's first byte to its response's last */
+    const char *backend;        /* NULL: rsp answered itself */
+};
+
+/* Starts logging to the file at path (created 0640 if missing, appended
+ * to), in the timed format or not. If the log is already open on that
+ * same path, only the format changes. Returns 0, or -1 with errno set
+ * (the log stays as it was). */
+int access_log_open(const char *path, bool timed);
+
+/* Makes uid the owner of the open log file, if it is not already (rsp,
+ * started as root, opened it and is about to become that user: a reopen
+ * on SIGUSR1 happens with the user's rights). A failure (no CAP_CHOWN) is
+ * logged, not fatal: the open file goes on taking lines. */
+void access_log_give_to(uid_t uid);
+
+/* True while a log is open. */
+bool access_log_enabled(void);
+
+/* Appends e's line to out, with `time` between the brackets: the pure
+ * part of access_log_write (and what fuzz/fuzz_access_log checks).
+ * Returns 0, or -1 if out of memory. */
+int access_log_format(struct buffer *out, const struct access_entry *e, const char *time, bool timed);
+
+/* Adds e's line (nothing if no log is open). */
+void access_log_write(const struct access_entry *e);
+
+/* Writes what is buffered, then closes the file and opens its path again
+ * (after logrotate renamed it: SIGUSR1). Keeps the old file if the path
+ * cannot be opened, and logs why. */
+void access_log_reopen(void);
+
+/* Writes what is buffered and closes the log (no more logging). */
+void access_log_close(void);
+
+#endif
