@@ -33,6 +33,7 @@ BUILD_PACKAGES=(
   pkg-config             # finds LuaJIT's flags
   libluajit-5.1-dev      # the config language
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
+  libjansson-dev         # JSON for the ACME client (chapter 19)
 )
 
 # The daemons the developer's set brings (nginx-common's nginx.service,
@@ -70,6 +71,7 @@ PACKAGES=(
   chromium-driver        # chromedriver: selenium drives that browser
   python3-selenium       # the status page test's WebDriver client (PyPI is not reachable)
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
+  libjansson-dev         # JSON for the ACME client (chapter 19)
   openssl                # the command line: certificates for the chapters' demos
   python3-trustme        # a throwaway CA and certificates for the TLS tests
   pebble                 # an ACME test server (and pebble-challtestsrv, its mock DNS)
