@@ -89,7 +89,7 @@ int access_log_open(const char *path, bool timed)
     log_file.path = copy;
     log_file.timed = timed;
     if (!log_file.timer_ready) {
-        timer_init(&log_file.flush_timer, flush_timer_fired);
+        timer_init(&log_file.flush_timer, flush_timer_fired, NULL);
         log_file.timer_ready = true;
     }
     return 0;

@@ -116,7 +116,7 @@ static void pause_listening(struct listener *listener)
 
 static void resume_listening(struct timer *timer)
 {
-    struct listener *listener = (struct listener *)((char *)timer - offsetof(struct listener, resume));
+    struct listener *listener = timer->closure;
 
     if (reactor_add(&listener->handler, listener->events) == -1) {
         log_errno("epoll_ctl(ADD) listener");
@@ -278,7 +278,7 @@ struct listener *listener_start(int listen_fd, struct relay_set *relays, bool sh
     /* Several workers waiting on one socket: wake one of them per
      * connection, not all (the others would find nothing to accept). */
     listener->events = shared ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN;
-    timer_init(&listener->resume, resume_listening);
+    timer_init(&listener->resume, resume_listening, listener);
     listener->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (listener->spare_fd == -1 || reactor_add(&listener->handler, listener->events) == -1) {
         log_errno("listener_start");

@@ -368,8 +368,8 @@ int master_run(struct process *p)
 
     master.p = p;
     master.pid = getpid();
-    timer_init(&master.respawn, respawn_fired);
-    timer_init(&master.kill, kill_fired);
+    timer_init(&master.respawn, respawn_fired, NULL);
+    timer_init(&master.kill, kill_fired, NULL);
     log_msg("master: %u workers%s", generation_current()->scaling.workers,
             generation_current()->scaling.reuseport ? ", a listening socket each (reuseport)" : "");
     start_all();

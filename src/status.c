@@ -79,7 +79,7 @@ static uint64_t requests_answered(void)
 
 static void sample(struct timer *timer)
 {
-    struct status_server *s = (struct status_server *)((char *)timer - offsetof(struct status_server, sampler));
+    struct status_server *s = timer->closure;
     uint64_t total = requests_answered();
     uint64_t delta = total - s->last_total;
 
@@ -114,7 +114,7 @@ static void client_close(struct status_client *c)
 
 static void client_timed_out(struct timer *timer)
 {
-    client_close((struct status_client *)((char *)timer - offsetof(struct status_client, timer)));
+    client_close(timer->closure);
 }
 
 /* Writes what is left of the answer; closes the client once it is out. */
@@ -354,7 +354,7 @@ static void accept_clients(struct epoll_event_handler *self, uint32_t events)
         c->handler = (struct epoll_event_handler){ fd, client_handle, c };
         c->server = s;
         c->answer = (struct buffer)BUFFER_INIT;
-        timer_init(&c->timer, client_timed_out);
+        timer_init(&c->timer, client_timed_out, c);
         if (reactor_add(&c->handler, EPOLLIN) == -1 ||
             timer_arm(&c->timer, reactor_now() + STATUS_TIMEOUT) == -1) {
             log_errno("watching a status client");
@@ -392,7 +392,7 @@ struct status_server *status_start(const char *host, const char *port,
     s->handler = (struct epoll_event_handler){ fd, accept_clients, s };
     s->facts = facts;
     s->last_total = requests_answered();
-    timer_init(&s->sampler, sample);
+    timer_init(&s->sampler, sample, s);
     if (reactor_add(&s->handler, EPOLLIN) == -1 || timer_arm(&s->sampler, reactor_now() + 1) == -1) {
         log_errno("status listener");
         if (close(fd) == -1)

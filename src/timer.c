@@ -48,11 +48,12 @@ static void sift_down(size_t i)
     place(timer, i);
 }
 
-void timer_init(struct timer *timer, void (*fire)(struct timer *))
+void timer_init(struct timer *timer, void (*fire)(struct timer *), void *closure)
 {
     timer->deadline = timer->key = 0;
     timer->slot = 0;
     timer->fire = fire;
+    timer->closure = closure;
 }
 
 int timer_arm(struct timer *timer, double deadline)

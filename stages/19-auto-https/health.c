@@ -218,8 +218,7 @@ static void start_check(struct health_check *check)
 
 static void check_timer_fired(struct timer *timer)
 {
-    struct health_check *check =
-        (struct health_check *)((char *)timer - offsetof(struct health_check, timer));
+    struct health_check *check = timer->closure;
     char why[64];
 
     if (check->state == CHECK_WAITING) {
@@ -240,7 +239,7 @@ int health_check_start(struct backend *b, const struct health_settings *settings
         return -1;
     }
     check->handler = (struct epoll_event_handler){ -1, check_handle, check };
-    timer_init(&check->timer, check_timer_fired);
+    timer_init(&check->timer, check_timer_fired, check);
     check->backend = b;
     check->settings = *settings;
     n = snprintf(check->request, sizeof check->request,

@@ -196,7 +196,7 @@ static void deadline_passed(struct relay *relay, enum deadline which)
 
 static void relay_timer_fired(struct timer *timer)
 {
-    struct relay *relay = (struct relay *)((char *)timer - offsetof(struct relay, timer));
+    struct relay *relay = timer->closure;
     enum deadline which;
 
     /* The timer carries the earliest deadline as it was when armed; what
@@ -208,7 +208,7 @@ static void relay_timer_fired(struct timer *timer)
 
 void relay_time_start(struct relay *relay)
 {
-    timer_init(&relay->timer, relay_timer_fired);
+    timer_init(&relay->timer, relay_timer_fired, relay);
     relay->accepted = relay->last_activity = reactor_now();
 }
 

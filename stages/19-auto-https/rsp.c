@@ -575,7 +575,7 @@ void worker_run(int slot, int row, struct listen_fds fds, bool shared, pid_t mas
     master_forget();
     if (watch_signals(false) == -1)
         _exit(1);
-    timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
+    timer_init(&proxy.shutdown_timer, shutdown_timer_fired, NULL);
     status = serve(fds, shared, false);
     clean_up();
     stats_close();
@@ -623,7 +623,7 @@ int main(int argc, char *argv[])
     fd_limit = privileges_raise_fd_limit();
     if (reactor_init() == -1)
         goto out_config;
-    timer_init(&proxy.shutdown_timer, shutdown_timer_fired);
+    timer_init(&proxy.shutdown_timer, shutdown_timer_fired, NULL);
     if (watch_signals(config->scaling.workers > 1) == -1)
         goto out_reactor;
     if (sockets_open(&proxy.p.sockets, config,

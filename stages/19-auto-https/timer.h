@@ -1,7 +1,9 @@
 /* timer.h -- deadlines, kept in a binary min-heap.
  *
  * A timer is a struct the owner embeds (in a relay, a health check): a
- * deadline and a function to call when it passes. Arming, moving and
+ * deadline, a function to call when it passes, and a closure pointer that
+ * function can use for its own state (the owner, as a socket handler's
+ * closure is in reactor.h). Arming, moving and
  * disarming are O(log n), and moving a deadline later, which is what
  * "there was activity, push the timeout back" does on every read, costs
  * nothing at all: the heap keeps the old, earlier key, and when that key
@@ -19,10 +21,12 @@ struct timer {
     double key;                 /* its place in the heap: <= deadline */
     size_t slot;                /* its index in the heap + 1; 0 when disarmed */
     void (*fire)(struct timer *timer);
+    void *closure;              /* for fire: what the timer is for */
 };
 
-/* Prepares a disarmed timer that calls fire(timer) when it is due. */
-void timer_init(struct timer *timer, void (*fire)(struct timer *));
+/* Prepares a disarmed timer that calls fire(timer) when it is due, with
+ * timer->closure set to closure. */
+void timer_init(struct timer *timer, void (*fire)(struct timer *), void *closure);
 
 /* Arms the timer for `deadline`, or moves it there if armed. Returns 0, or
  * -1 if the heap could not grow (out of memory; the timer is then left as

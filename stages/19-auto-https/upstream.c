@@ -38,7 +38,7 @@ static void upstream_handle(struct epoll_event_handler *self, uint32_t events)
 
 static void idle_timer_fired(struct timer *timer)
 {
-    upstream_close((struct upstream *)((char *)timer - offsetof(struct upstream, idle_timer)));
+    upstream_close(timer->closure);
 }
 
 static void attach(struct upstream *u, void (*handle)(void *owner, uint32_t events), void *owner)
@@ -66,7 +66,7 @@ struct upstream *upstream_connect(struct backend *b, const struct addrinfo *addr
         return NULL;
     }
     connection_init(&u->conn, fd, true, upstream_handle, u);
-    timer_init(&u->idle_timer, idle_timer_fired);
+    timer_init(&u->idle_timer, idle_timer_fired, u);
     u->backend = b;
     attach(u, handle, owner);
     return u;
