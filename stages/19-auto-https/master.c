@@ -18,7 +18,6 @@
 #include "process.h"
 
 #include "access_log.h"
-#include "clock.h"
 #include "config.h"
 #include "generation.h"
 #include "log.h"
@@ -52,6 +51,7 @@ struct worker {
 
 static struct {
     struct process *p;
+    struct sockets fresh;      /* during a reload that moves `listen`: the new sockets */
     struct worker workers[STATS_ROWS];
     bool row_used[STATS_ROWS];
     bool stopping;
@@ -128,7 +128,7 @@ static void start(struct worker *w)
         return;
     }
     if (pid == 0)
-        worker_run(w->slot, row, w->fds, !generation_current()->scaling.reuseport,
+        worker_run(master.p, w->slot, row, w->fds, !generation_current()->scaling.reuseport,
                    master.pid); /* never returns */
     w->state = WORKER_RUNNING;
     w->pid = pid;
@@ -237,65 +237,64 @@ static void reap(void)
         reactor_stop();
 }
 
-static void reload(void)
+/* The master reads the file once: the workers get these very bytes
+ * (config_text.c). */
+static struct config *load_and_share(struct process *p)
 {
-    struct config *current = generation_current(), *next;
-    struct sockets fresh = { .count = 0 };
+    struct config *next;
     char *text;
     size_t length;
-    bool moved;
 
-    if (master.stopping) {
-        log_msg("SIGHUP ignored: rsp is stopping");
-        return;
-    }
-    log_msg("SIGHUP: reloading the config");
-    /* Read once: the workers get these very bytes (config_text.c). */
-    if (config_read_file(master.p->config_path, &text, &length) == -1) {
-        reload_refused(master.p, NULL);
-        return;
-    }
-    next = config_open_text(master.p->config_path, text, length);
-    if (next == NULL || config_share_put(master.p->config_path, text, length) == -1) {
-        free(text);
-        reload_refused(master.p, next);
-        return;
+    if (config_read_file(p->config_path, &text, &length) == -1)
+        return NULL;
+    next = config_open_text(p->config_path, text, length);
+    if (next != NULL && config_share_put(p->config_path, text, length) == -1) {
+        config_release(next);
+        next = NULL;
     }
     free(text);
-    /* The number of workers and how they share the sockets stay as they
-     * started: changing them is a restart. */
+    return next;
+}
+
+/* The number of workers and how they share the sockets stay as they
+ * started: changing them is a restart. */
+static void keep_workers(const struct config *current, struct config *next)
+{
     if (next->scaling.workers != current->scaling.workers ||
         next->scaling.reuseport != current->scaling.reuseport) {
         log_msg("settings 'workers' and 'reuseport' take a restart; the rest of the config is reloaded");
         next->scaling.workers = current->scaling.workers;
         next->scaling.reuseport = current->scaling.reuseport;
     }
-    moved = !same_listen(current, next);
-    if (moved) {
-        size_t rows = 0;
+}
 
-        for (size_t i = 0; i < STATS_ROWS; i++)
-            rows += !master.row_used[i];
-        if (rows < next->scaling.workers) {
-            log_msg("a new listen address needs %u new workers, and old ones are still draining",
-                    next->scaling.workers);
-            reload_refused(master.p, next);
-            return;
-        }
-        if (sockets_reopen(&fresh, next, next->scaling.reuseport ? next->scaling.workers : 1, current,
-                           &master.p->sockets) == -1) {
-            reload_refused(master.p, next);
-            return;
-        }
+/* New sockets for a new set of workers, if there are rows for them. */
+static int open_moved(struct process *p, const struct config *current, const struct config *next)
+{
+    size_t rows = 0;
+
+    for (size_t i = 0; i < STATS_ROWS; i++)
+        rows += !master.row_used[i];
+    if (rows < next->scaling.workers) {
+        log_msg("a new listen address needs %u new workers, and old ones are still draining",
+                next->scaling.workers);
+        return -1;
     }
-    if (apply_access_log(master.p->config_path, next) == -1 || apply_status(master.p, next) == -1) {
-        sockets_close(&fresh);
-        reload_refused(master.p, next);
-        return;
-    }
-    master.p->facts.reloads_ok++;
-    master.p->facts.loaded_at = clock_wall();
-    log_msg("reloaded %s: generation %u", master.p->config_path, generation_install(next, true));
+    return sockets_reopen(&master.fresh, next, next->scaling.reuseport ? next->scaling.workers : 1, current,
+                          &p->sockets);
+}
+
+static void close_moved(struct process *p)
+{
+    (void)p;
+    sockets_close(&master.fresh);
+}
+
+/* The new generation is in: every worker reloads in place, or, when
+ * `listen` moved, a new set is forked on the new sockets (after the
+ * install: they inherit the generation) while the old set drains. */
+static void installed(struct process *p, const struct config *next, bool moved)
+{
     if (!moved) {
         tell_all(SIGHUP); /* each reloads in place, keeping its connections */
         return;
@@ -311,11 +310,20 @@ static void reload(void)
             w->state = WORKER_EMPTY;
     }
     tell_all(SIGTERM);
-    sockets_close(&master.p->sockets);
-    master.p->sockets = fresh;
+    sockets_close(&p->sockets);
+    p->sockets = master.fresh;
+    master.fresh.count = 0;
     log_listening(next);
     start_all();
 }
+
+static const struct reload_ops master_reload = {
+    .load = load_and_share,
+    .restart_settings = keep_workers,
+    .open_moved = open_moved,
+    .close_moved = close_moved,
+    .installed = installed,
+};
 
 static void stop(int signo)
 {
@@ -350,7 +358,10 @@ void master_signal(int signo)
         reap();
         break;
     case SIGHUP:
-        reload();
+        if (master.stopping)
+            log_msg("SIGHUP ignored: rsp is stopping");
+        else
+            process_reload(master.p, &master_reload);
         break;
     case SIGUSR1:
         access_log_reopen(); /* the file the next worker started inherits */

@@ -1,9 +1,13 @@
-/* process.h -- what rsp.c (serving clients) and master.c (keeping the
- * workers) share: the sockets rsp listens on, the status listener and
- * the facts it shows, and the steps of a reload both of them take. */
+/* process.h -- what rsp alone, the master and the workers share
+ * (process.c): the sockets rsp listens on, the status listener and the
+ * facts it shows, the signals, and the one reload all three take, each
+ * with its own few steps (struct reload_ops). rsp.c's main makes the
+ * process; worker.c serves clients in it (rsp alone, or a worker);
+ * master.c keeps the workers. */
 #ifndef RSP_PROCESS_H
 #define RSP_PROCESS_H
 
+#include "reactor.h"
 #include "status.h"
 
 #include <stdbool.h>
@@ -33,6 +37,8 @@ struct process {
     struct sockets sockets;         /* held by the master for the workers it starts */
     struct status_server *status;   /* NULL: no status listener (or a worker) */
     struct status_facts facts;
+    struct epoll_event_handler signals; /* the signalfd */
+    void (*on_signal)(int signo);   /* what each signal read from it goes to */
 };
 
 /* Opens what c's `listen` and `tls.listen` ask for: `count` pairs of
@@ -49,10 +55,6 @@ int sockets_reopen(struct sockets *s, const struct config *c, size_t count, cons
 /* Closes them all. */
 void sockets_close(struct sockets *s);
 
-/* True if both configs listen on the same addresses and ports, plain and
- * HTTPS. */
-bool same_listen(const struct config *a, const struct config *b);
-
 /* Says where c listens: "listening on ...", and "listening for HTTPS on
  * ..." with `tls`. */
 void log_listening(const struct config *c);
@@ -66,9 +68,49 @@ int apply_access_log(const char *path, const struct config *c);
  * one could not be opened (the old one stays). */
 int apply_status(struct process *p, const struct config *c);
 
-/* Counts a reload that failed and says so: the generation in service
- * keeps serving. */
-void reload_refused(struct process *p, struct config *next);
+/* Routes SIGTERM, SIGINT, SIGHUP and SIGUSR1 (and with master, SIGCHLD)
+ * to a signalfd the reactor watches: each signal is read between two
+ * events, never in the middle of one, and handed to on_signal. Returns
+ * 0, or -1 after logging. */
+int process_watch_signals(struct process *p, bool master, void (*on_signal)(int signo));
+
+/* Stops watching the signalfd and closes it. */
+void process_unwatch_signals(struct process *p);
+
+/* What differs between the reloads of rsp alone, of the master and of a
+ * worker; process_reload does the rest, the same way for all three. */
+struct reload_ops {
+    /* A worker follows its master, which has announced the reload and
+     * has warned, counted and refused for everyone: a follower reloads
+     * without a word but its own result, and has no status listener. */
+    bool follower;
+    /* Reads the new config. Returns it, or NULL after saying why. */
+    struct config *(*load)(struct process *p);
+    /* Warns about the settings a reload cannot change (NULL: none). */
+    void (*restart_settings)(const struct config *current, struct config *next);
+    /* `listen` moved: opens what is to serve the new addresses, kept
+     * aside until the reload is through. Returns 0, or -1 after logging
+     * (nothing left open). NULL: a reload that moves `listen` fails. */
+    int (*open_moved)(struct process *p, const struct config *current, const struct config *next);
+    /* Closes what open_moved opened: the reload failed after all. */
+    void (*close_moved)(struct process *p);
+    /* `listen` moved: what open_moved opened takes over, just before the
+     * new generation is installed (NULL: installed does it). */
+    void (*use_moved)(struct process *p, const struct config *next);
+    /* The new generation is installed (NULL: nothing more to do). */
+    void (*installed)(struct process *p, const struct config *next, bool moved);
+};
+
+/* SIGHUP: reads the config again. Anything wrong (the file, a setting, a
+ * port that cannot be had, a log that cannot be opened) and the running
+ * generation keeps serving; otherwise the new one takes the next
+ * request, and requests in flight finish on theirs. */
+void process_reload(struct process *p, const struct reload_ops *ops);
+
+/* Releases what main set up for p, in reverse: the generation, the
+ * status listener, the access log, the signalfd, the health checks and
+ * the reactor. */
+void process_clean_up(struct process *p);
 
 /* The master (master.c): starts c->scaling.workers workers on p's
  * sockets, keeps them running, passes signals on, and serves the status
@@ -83,9 +125,20 @@ void master_signal(int signo);
  * timers' owners, without touching the master's reactor. */
 void master_forget(void);
 
-/* In a worker just forked (rsp.c) by the master `master`: serves clients
- * on the sockets fds, counting in row `row` of the shared counters, until
- * told to stop; then exits. Never returns. */
-void worker_run(int slot, int row, struct listen_fds fds, bool shared, pid_t master);
+/* Serves clients on the sockets fds (which it owns from here on) until
+ * told to stop: rsp alone, or a worker (worker.c). With announce, prints
+ * the Started line once the listeners are up (what scripts and the tests
+ * wait for; a worker leaves that to its master). Returns the exit
+ * status. */
+int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool announce);
+
+/* A signal of a process serving clients (rsp alone, or a worker):
+ * SIGHUP, SIGUSR1, SIGTERM, SIGINT. */
+void worker_signal(int signo);
+
+/* In a worker just forked (worker.c) by the master `master`: serves
+ * clients on the sockets fds, counting in row `row` of the shared
+ * counters, until told to stop; then exits. Never returns. */
+void worker_run(struct process *p, int slot, int row, struct listen_fds fds, bool shared, pid_t master);
 
 #endif
