@@ -356,7 +356,8 @@ def test_setup_env_build_set_is_only_the_build():
     them all."""
     script = os.path.join(REPO, "setup-env.sh")
     build = run([script, "--build", "--list"]).stdout.split()
-    assert set(build) == {"build-essential", "pkg-config", "libluajit-5.1-dev", "libssl-dev"}, build
+    assert set(build) == {"build-essential", "pkg-config", "libluajit-5.1-dev", "libssl-dev",
+                          "libjansson-dev"}, build
     everything = run([script, "--list"]).stdout.split()
     assert set(build) <= set(everything), everything
     assert {"nginx", "haproxy"} <= set(everything)
