@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus: fuzz/corpus/http/, chunked/, config/, path/ and
-response/.
+"""Writes the seed corpus: fuzz/corpus/http/, chunked/, config/, path/,
+response/ and http_client/.
 
 The seeds are checked in; this script documents what each one is and can
 rewrite them (./make-seeds.py from fuzz/). libFuzzer starts from these and
@@ -204,6 +204,46 @@ RESPONSE = {
 }
 
 
+# What an ACME server sends rsp's own client, for fuzz_http_client.c. The
+# first byte is the harness's: bit 0, the request was HEAD; bits 1-3, the
+# body limit (6: 1 MiB, 1: one byte, 3: 64 bytes). The RESPONSE seeds go
+# in too, with a 1 MiB limit.
+CLIENT_MIB, CLIENT_MIB_HEAD, CLIENT_1, CLIENT_64 = b"\x0c", b"\x0d", b"\x02", b"\x06"
+DIRECTORY = (b'{"keyChange":"https://127.0.0.1:14000/rollover-account-key","meta":{"externalAccountRequired":false,'
+             b'"termsOfService":"data:text/plain,Do%20what%20thou%20wilt"},"newAccount":"https://127.0.0.1:14000/sign-me-up",'
+             b'"newNonce":"https://127.0.0.1:14000/nonce-plz","newOrder":"https://127.0.0.1:14000/order-plz",'
+             b'"renewalInfo":"https://127.0.0.1:14000/draft-ietf-acme-ari-03/renewalInfo/",'
+             b'"revokeCert":"https://127.0.0.1:14000/revoke-cert"}')
+PROBLEM = b'{"type":"urn:ietf:params:acme:error:badNonce","detail":"JWS has an invalid anti-replay nonce","status":400}'
+CHAIN = b"-----BEGIN CERTIFICATE-----\nMIIB" + b"A" * 600 + b"\n-----END CERTIFICATE-----\n"
+HTTP_CLIENT = {
+    "acme-directory": CLIENT_MIB + b"HTTP/1.1 200 OK\r\nCache-Control: public, max-age=0, no-cache\r\n"
+                      b"Content-Type: application/json; charset=utf-8\r\nLink: <https://127.0.0.1:14000/dir>;rel=\"index\"\r\n"
+                      b"Date: Sat, 28 Nov 2026 06:02:47 GMT\r\nContent-Length: %d\r\n\r\n" % len(DIRECTORY) + DIRECTORY,
+    "acme-new-nonce-head": CLIENT_MIB_HEAD + b"HTTP/1.1 200 OK\r\nCache-Control: public, max-age=0, no-cache\r\n"
+                           b"Link: <https://127.0.0.1:14000/dir>;rel=\"index\"\r\nReplay-Nonce: 4t8QEfOKpF7Mh0jX0TqKuQ\r\n"
+                           b"Date: Sat, 28 Nov 2026 06:02:47 GMT\r\n\r\n",
+    "acme-account-201": CLIENT_MIB + b"HTTP/1.1 201 Created\r\nContent-Type: application/json; charset=utf-8\r\n"
+                        b"Link: <https://127.0.0.1:14000/dir>;rel=\"index\"\r\nLocation: https://127.0.0.1:14000/my-account/1\r\n"
+                        b"Replay-Nonce: b2yTxv6Q3fC4mDXq9Zs3Ng\r\nContent-Length: 44\r\n\r\n"
+                        b'{"status":"valid","contact":["mailto:a@b"]}\n',
+    "acme-bad-nonce-chunked": CLIENT_MIB + b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n"
+                              b"Replay-Nonce: zzz\r\nRetry-After: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              b"%x\r\n" % len(PROBLEM) + PROBLEM + b"\r\n0\r\n\r\n",
+    "acme-chain-close-delimited": CLIENT_MIB + b"HTTP/1.1 200 OK\r\nContent-Type: application/pem-certificate-chain\r\n"
+                                  b"Link: <https://127.0.0.1:14000/certZ/alternate/1>;rel=\"alternate\"\r\n"
+                                  b"Link: <https://127.0.0.1:14000/certZ/alternate/2>;rel=\"alternate\"\r\n"
+                                  b"Connection: close\r\n\r\n" + CHAIN + CHAIN,
+    "too-large-length": CLIENT_64 + b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n" + b"x" * 65,
+    "too-large-chunked": CLIENT_1 + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n0\r\n\r\n",
+    "too-large-close": CLIENT_64 + b"HTTP/1.1 200 OK\r\n\r\n" + b"y" * 100,
+    "head-too-large": CLIENT_MIB + b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * 16400 + b"\r\n\r\n",
+    "cut-in-body": CLIENT_MIB + b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+    "cut-in-head": CLIENT_MIB + b"HTTP/1.1 200 OK\r\nContent-Le",
+    "empty": CLIENT_MIB,
+}
+
+
 def write(kind, seeds):
     directory = os.path.join(HERE, "corpus", kind)
     os.makedirs(directory, exist_ok=True)
@@ -219,3 +259,5 @@ if __name__ == "__main__":
     write("path", PATH)
     write("response", {name: (REQUEST_HEAD if name.endswith("-to-head") else REQUEST_GET) + data
                        for name, data in RESPONSE.items()})
+    write("http_client", dict({"response-" + name: (CLIENT_MIB_HEAD if name.endswith("-to-head") else CLIENT_MIB) + data
+                               for name, data in RESPONSE.items()}, **HTTP_CLIENT))

@@ -39,6 +39,22 @@ void tls_context_free(struct tls_context *t);
  * out of memory (c is left plain and should be closed). */
 int tls_attach(struct connection *c, struct tls_context *t);
 
+/* Puts TLS in client mode under c, a connection rsp opened itself (its
+ * connect done) to `host`: a DNS name, or an IPv4 or IPv6 address
+ * without brackets. The handshake starts with the first write. TLS 1.2
+ * or later; SNI names a DNS host; the server's certificate must chain to
+ * one of the system's CAs or, if ca_file is not NULL, to one in that PEM
+ * file, and be for host (name or address). Returns 0, or -1 with why in
+ * error (c is left plain and should be closed). */
+int tls_attach_client(struct connection *c, const char *host, const char *ca_file, char *error,
+                      size_t error_size);
+
+/* Why a client connection (tls_attach_client) failed, in out: the
+ * certificate that did not verify ("certificate verify failed: ..."), or
+ * OpenSSL's reason. Returns 0, or -1 if TLS has nothing to say (the
+ * socket's errno does). */
+int tls_client_error(const struct connection *c, char *out, size_t size);
+
 /* True if c's TLS handshake has completed (false for a plain one). */
 bool tls_established(const struct connection *c);
 

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #define TLS_RECORD_PLAINTEXT 16384
@@ -69,12 +70,26 @@ static bool handshake_begun(SSL *ssl)
     return !SSL_is_init_finished(ssl) && BIO_number_read(SSL_get_rbio(ssl)) > 0;
 }
 
+/* A connection of rsp's own (tls_attach_client) failed: OpenSSL's reason
+ * is kept in its app data (a static string) for tls_client_error, before
+ * the error queue is cleared. */
+static void client_failed(SSL *ssl)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+    if (reason != NULL)
+        SSL_set_app_data(ssl, (void *)reason);
+}
+
 /* The connection failed for good: no close_notify is owed any more (and
  * OpenSSL must not be asked to send one). errno becomes `error`. Bytes
  * that were not TLS (`garbage`) fail a handshake even before it began. */
 static ssize_t failed(SSL *ssl, int error, bool garbage)
 {
-    if (handshake_begun(ssl) || (garbage && !SSL_is_init_finished(ssl)))
+    if (!SSL_is_server(ssl))
+        client_failed(ssl); /* rsp's own request: its owner says why */
+    else if (handshake_begun(ssl) || (garbage && !SSL_is_init_finished(ssl)))
         handshake_failed();
     SSL_set_quiet_shutdown(ssl, 1);
     ERR_clear_error();
@@ -96,7 +111,7 @@ static ssize_t tls_read(struct connection *c, char *buf, size_t len)
     ERR_clear_error();
     n = SSL_read(ssl, buf, (int)clamp(len));
     c->transport_wants &= ~TRANSPORT_READ_NEEDS_OUT;
-    if (handshaking && SSL_is_init_finished(ssl))
+    if (handshaking && SSL_is_init_finished(ssl) && SSL_is_server(ssl))
         stats_add_own(&stats_row()->tls_handshakes, 1);
     if (n > 0)
         return n;
@@ -110,7 +125,7 @@ static ssize_t tls_read(struct connection *c, char *buf, size_t len)
     case SSL_ERROR_ZERO_RETURN:
         /* close_notify, or (SSL_OP_IGNORE_UNEXPECTED_EOF) a plain end of
          * file: in the middle of a handshake, one that failed. */
-        if (handshake_begun(ssl))
+        if (SSL_is_server(ssl) && handshake_begun(ssl))
             handshake_failed();
         return 0;
     case SSL_ERROR_SYSCALL:
@@ -125,9 +140,10 @@ static ssize_t tls_write(struct connection *c, const char *data, size_t len)
     SSL *ssl = c->transport_state;
     int n;
 
-    /* rsp speaks first only to say a request timed out or was refused;
-     * before the handshake is done there is nobody to say it to. */
-    if (!SSL_is_init_finished(ssl)) {
+    /* A server speaks first only to say a request timed out or was
+     * refused; before the handshake is done there is nobody to say it to.
+     * A client's first write starts the handshake (tls_attach_client). */
+    if (SSL_is_server(ssl) && !SSL_is_init_finished(ssl)) {
         SSL_set_quiet_shutdown(ssl, 1);
         errno = EPROTO;
         return -1;
@@ -200,15 +216,41 @@ int tls_attach(struct connection *c, struct tls_context *t)
 {
     SSL *ssl = SSL_new(tls_default_ctx(t));
 
-    if (ssl == NULL || SSL_set_fd(ssl, c->handler.fd) != 1) {
+    if (ssl == NULL || tls_transport_set(c, ssl) == -1) {
         SSL_free(ssl);
         ERR_clear_error();
         return -1;
     }
     SSL_set_accept_state(ssl);
+    return 0;
+}
+
+int tls_transport_set(struct connection *c, SSL *ssl)
+{
+    if (SSL_set_fd(ssl, c->handler.fd) != 1)
+        return -1;
     c->transport = &transport_tls;
     c->transport_state = ssl;
     c->transport_wants = 0;
+    return 0;
+}
+
+int tls_client_error(const struct connection *c, char *out, size_t size)
+{
+    SSL *ssl = c->transport_state;
+    long verified;
+    const char *reason;
+
+    if (c->transport != &transport_tls || SSL_is_server(ssl))
+        return -1;
+    verified = SSL_get_verify_result(ssl);
+    reason = SSL_get_app_data(ssl);
+    if (verified != X509_V_OK)
+        snprintf(out, size, "certificate verify failed: %s", X509_verify_cert_error_string(verified));
+    else if (reason != NULL)
+        snprintf(out, size, "TLS error: %s", reason);
+    else
+        return -1;
     return 0;
 }
 
