@@ -58,6 +58,24 @@ struct buffering {
 
 struct tls_context;
 
+/* One certificate the ACME client keeps (chapter 19): the names it is for,
+ * the first of which names its files in storage. */
+struct acme_domain_set {
+    char **names;               /* lower case DNS names */
+    size_t count;
+};
+
+/* tls.acme (chapter 19): certificates ordered from an ACME CA. */
+struct acme_settings {
+    char *email;                /* the account's contact, or NULL */
+    char *directory;            /* the CA's directory URL (https://) */
+    char *ca_root;              /* a PEM file of extra roots for the directory, or NULL */
+    char *storage;              /* the directory of keys, certificates and challenges */
+    struct acme_domain_set *sets;
+    size_t set_count;
+    char challenges[2][12];     /* "http-01", "tls-alpn-01", in order; "" past the last */
+};
+
 /* HTTPS (chapters 14 and 15). */
 struct tls_settings {
     struct tls_context *context; /* the certificates (tls.h); NULL: no `tls` */
@@ -65,7 +83,9 @@ struct tls_settings {
     char listen_port[6];
     bool redirect_http;         /* plain HTTP gets a 301 (308) to https:// */
     char hsts_line[64];         /* "Strict-Transport-Security: max-age=N\r\n", or "" */
-    char *acme_webroot;         /* NULL: ACME challenges are not served by rsp */
+    char *acme_webroot;         /* NULL: ACME challenges are not served by rsp;
+                                   with acme, its storage's "challenges" */
+    struct acme_settings *acme; /* NULL: no tls.acme */
 };
 
 /* A config is one generation of settings: loaded from the file at start
@@ -128,6 +148,10 @@ struct config {
  *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
  *           redirect_http = false, hsts = 0 }   HTTPS (off without it); SNI picks
  *               the certificate by name, the first is the default
+ *           tls.acme = { agree_to_terms = true, email, directory, ca_root,
+ *               storage = "/var/lib/rsp/acme", domains = { ... },
+ *               challenges = { "http-01", "tls-alpn-01" } }   certificates
+ *               ordered and renewed by rsp itself; tls.certificates optional
  *   acme_webroot = "/var/www/acme"   serve /.well-known/acme-challenge/TOKEN
  *               from there, on plain HTTP (off without it)
  *   request_buffering = true   request bodies are read whole before a backend

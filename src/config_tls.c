@@ -1,5 +1,6 @@
 /* config_tls.c -- the settings of chapters 14 and 15: tls (listen,
- * certificates; redirect_http, hsts) and acme_webroot. */
+ * certificates; redirect_http, hsts) and acme_webroot; tls.acme, chapter
+ * 19's, is read by config_acme.c. */
 #include "config_read.h"
 
 #include "tls.h"
@@ -14,7 +15,7 @@
 #define TLS_MAX_CERTIFICATES 64
 #define HSTS_MAX 315360000 /* ten years, in seconds */
 
-static const char *const tls_fields[] = { "listen", "certificates", "redirect_http", "hsts", NULL };
+static const char *const tls_fields[] = { "listen", "certificates", "redirect_http", "hsts", "acme", NULL };
 static const char *const certificate_fields[] = { "cert", "key", NULL };
 
 /* A string field of the table at t, the path of a file. */
@@ -35,8 +36,10 @@ static int read_file_field(lua_State *L, const char *path, int t, const char *se
     return -1;
 }
 
-/* certificates = { { cert = "...", key = "..." }, ... } */
-static int read_certificates(lua_State *L, const char *path, int tls, struct tls_settings *s)
+/* certificates = { { cert = "...", key = "..." }, ... }; optional with
+ * acme (with_acme). */
+static int read_certificates(lua_State *L, const char *path, int tls, bool with_acme,
+                             struct tls_settings *s)
 {
     struct tls_files files[TLS_MAX_CERTIFICATES];
     size_t count;
@@ -45,6 +48,12 @@ static int read_certificates(lua_State *L, const char *path, int tls, struct tls
     config_field(L, tls, "certificates");
     list = lua_gettop(L);
     count = lua_istable(L, list) ? lua_objlen(L, list) : 0;
+    if (lua_isnil(L, list) && with_acme) {
+        /* Every certificate comes from the CA (chapter 19). */
+        s->context = tls_context_load(path, files, 0);
+        lua_pop(L, 1);
+        return s->context != NULL ? 0 : -1;
+    }
     if (count == 0 || count > TLS_MAX_CERTIFICATES) {
         config_error(path, "setting 'tls.certificates' must list from 1 to %d certificates, "
                            "each { cert = \"fullchain.pem\", key = \"privkey.pem\" }",
@@ -182,6 +191,7 @@ static int read_acme_webroot(lua_State *L, const char *path, struct tls_settings
 int config_read_tls(lua_State *L, const char *path, struct config *config)
 {
     struct tls_settings *s = &config->tls;
+    bool with_acme;
     int tls, rc = -1;
 
     if (read_acme_webroot(L, path, s) == -1)
@@ -195,8 +205,14 @@ int config_read_tls(lua_State *L, const char *path, struct config *config)
     } else if (config_check_fields(L, path, "tls", tls_fields) == 0 &&
                read_tls_listen(L, path, tls, config) == 0 && read_redirect(L, path, tls, s) == 0 &&
                read_hsts(L, path, tls, s) == 0) {
-        /* The certificates last: they are the slow part. */
-        rc = read_certificates(L, path, tls, s);
+        /* The certificates last: they are the slow part. acme after
+         * them: a name they cover is not ordered. */
+        config_field(L, tls, "acme");
+        with_acme = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        rc = read_certificates(L, path, tls, with_acme, s);
+        if (rc == 0)
+            rc = config_read_acme(L, path, tls, config);
     }
     lua_settop(L, tls - 1);
     return rc;
@@ -210,4 +226,6 @@ void config_free_tls(struct tls_settings *s)
     s->listen_host = NULL;
     free(s->acme_webroot);
     s->acme_webroot = NULL;
+    config_free_acme(s->acme);
+    s->acme = NULL;
 }

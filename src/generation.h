@@ -26,6 +26,12 @@ struct config *generation_current(void);
  * not checked any more. Returns c's number. */
 unsigned generation_install(struct config *c, bool check_health);
 
+/* Says this process serves clients (rsp alone, or a worker): from now on
+ * it keeps the ACME client's certificates of each generation it installs
+ * (acme_certs.h), starting with the current one. The process that checks
+ * health also runs the ACME client (acme_client.h). Returns 0, or -1. */
+int generation_serve(void);
+
 /* Releases the current generation (when rsp stops). */
 void generation_clear(void);
 

@@ -24,12 +24,17 @@ struct tls_files {
     const char *key;            /* PEM: its private key */
 };
 
-/* Loads count certificates (count >= 1) into a new context. Checks each:
+/* Loads count certificates into a new context (count 0: none
+ * yet, every certificate comes from tls.acme). Checks each:
  * files readable and PEM, the key matches the certificate; an expired (or
  * not yet valid) certificate is loaded with a warning. Messages are config
  * errors: "rsp: PATH: setting 'tls.certificates[N].cert': ...". Returns
  * the context, or NULL after printing what is wrong. */
 struct tls_context *tls_context_load(const char *path, const struct tls_files *files, size_t count);
+
+/* True if a certificate of t covers name (lower case), exactly or by a
+ * wildcard. */
+bool tls_context_covers(const struct tls_context *t, const char *name);
 
 /* Frees the context (connections still using its SSL_CTXs keep them). */
 void tls_context_free(struct tls_context *t);

@@ -6,6 +6,7 @@
 #include "process.h"
 
 #include "access_log.h"
+#include "acme_client.h"
 #include "backend.h"
 #include "config.h"
 #include "generation.h"
@@ -209,7 +210,8 @@ int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool ann
 
     proxy.p = p;
     timer_init(&proxy.shutdown_timer, shutdown_timer_fired, NULL);
-    if (listeners_start(&proxy.listeners, fds, shared) == -1)
+    /* The certificates the ACME client keeps, served from here on. */
+    if (generation_serve() == -1 || listeners_start(&proxy.listeners, fds, shared) == -1)
         return 1;
     if (announce) {
         printf("Started. Listening on port %s.\n", generation_current()->listen_port);
@@ -255,6 +257,13 @@ static int forget_health_checks(void)
     return 0;
 }
 
+/* The ACME client's request and lock (the master runs the client). */
+static int forget_acme_client(void)
+{
+    acme_client_forget();
+    return 0;
+}
+
 /* The other workers' sockets: this one keeps proxy.mine. */
 static int forget_other_sockets(void)
 {
@@ -282,7 +291,8 @@ static int forget_workers(void)
  * each step returns 0, or -1 if the worker cannot go on. It keeps its
  * own sockets, the config generation and the shared counters. */
 static int (*const forget_master[])(void) = {
-    forget_reactor, forget_signals, forget_status, forget_health_checks, forget_other_sockets, forget_workers,
+    forget_reactor,     forget_signals,       forget_status, forget_health_checks,
+    forget_acme_client, forget_other_sockets, forget_workers,
 };
 
 void worker_run(struct process *p, int slot, int row, struct listen_fds fds, bool shared, pid_t master)

@@ -74,4 +74,13 @@ int config_read_buffering(lua_State *L, const char *path, struct buffering *b);
  * status_listen. Returns 0, or -1 after printing what is wrong. */
 int config_read_tls(lua_State *L, const char *path, struct config *config);
 
+/* tls.acme, field of the tls table at index tls (config_acme.c), read
+ * after tls.certificates (config->tls.context). Sets config->tls.acme
+ * (NULL without it) and points acme_webroot at its challenges. Returns 0,
+ * or -1 after printing what is wrong. */
+int config_read_acme(lua_State *L, const char *path, int tls, struct config *config);
+
+/* Frees what config_read_acme allocated. */
+void config_free_acme(struct acme_settings *a);
+
 #endif

@@ -1,6 +1,8 @@
 /* generation.c -- the current config generation. */
 #include "generation.h"
 
+#include "acme_certs.h"
+#include "acme_client.h"
 #include "backend.h"
 #include "config.h"
 #include "health.h"
@@ -10,6 +12,7 @@
 
 static struct config *current;
 static unsigned installed; /* generations installed so far */
+static bool serving;          /* this process serves clients (generation_serve) */
 
 struct config *generation_current(void)
 {
@@ -54,15 +57,27 @@ unsigned generation_install(struct config *c, bool check_health)
 
     c->generation = ++installed;
     current = c;
-    if (check_health)
+    if (check_health) {
         sync_health_checks(c);
+        acme_client_apply(c->tls.acme);
+    }
+    if (serving)
+        acme_certs_apply(c->tls.acme);
     if (previous != NULL)
         config_release(previous);
     return c->generation;
 }
 
+int generation_serve(void)
+{
+    serving = true;
+    return current != NULL ? acme_certs_apply(current->tls.acme) : 0;
+}
+
 void generation_clear(void)
 {
+    acme_client_stop();
+    acme_certs_close();
     if (current != NULL)
         config_release(current);
     current = NULL;

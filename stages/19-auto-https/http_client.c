@@ -390,7 +390,7 @@ static void client_resolved(struct http_client *h, struct resolution *r)
 /* The timer: the exchange took too long, or start found a failure. */
 static void timer_fired(struct timer *timer)
 {
-    struct http_client *h = (struct http_client *)((char *)timer - offsetof(struct http_client, timer));
+    struct http_client *h = timer->closure;
     const char *stage = h->resolution != NULL ? "resolving"
                         : h->conn.handler.fd == -1 || h->conn.connecting ? "connecting to"
                         : !tls_established(&h->conn) ? "in the TLS handshake with"
@@ -616,7 +616,7 @@ struct http_client *http_client_start(const struct http_client_request *request,
     h->request = (struct buffer)BUFFER_INIT;
     connection_init_none(&h->conn);
     http_client_parser_init(&h->parser, strcmp(request->method, "HEAD") == 0, request->max_response);
-    timer_init(&h->timer, timer_fired);
+    timer_init(&h->timer, timer_fired, h);
     if ((rc = parse_url(h, request->url, &path, &path_length)) != 0) {
         client_free(h);
         errno = rc == -1 ? EINVAL : ENOMEM;
@@ -642,4 +642,15 @@ void http_client_cancel(struct http_client *client)
 {
     if (client != NULL)
         client_free(client);
+}
+
+void http_client_forget(struct http_client *client)
+{
+    if (client == NULL)
+        return;
+    /* The socket is in the parent's epoll, not this process's: closing it
+     * here is all it takes. A resolution under way is the parent's glibc
+     * threads' (none run here): it is left orphaned, as a cancel does. */
+    client->conn.registered = 0;
+    client_free(client);
 }

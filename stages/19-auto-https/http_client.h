@@ -39,6 +39,10 @@ struct http_client *http_client_start(const struct http_client_request *request,
 /* Stops a request under way and frees it; done is never called. */
 void http_client_cancel(struct http_client *client);
 
+/* In a child just forked (worker.c): frees the parent's request under way
+ * without touching the reactor; done is never called. */
+void http_client_forget(struct http_client *client);
+
 /* More on the above:
  * - http_client_start also says EINVAL for a method other than the three,
  *   a body_length without a body, a content_type with a control

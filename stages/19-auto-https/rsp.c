@@ -23,6 +23,7 @@
  *
  * Usage: rsp CONFIG.lua | rsp -t CONFIG.lua | rsp -v | rsp -h (rsp(8)) */
 #include "access_log.h"
+#include "acme_client.h"
 #include "clock.h"
 #include "config.h"
 #include "generation.h"
@@ -173,6 +174,9 @@ int main(int argc, char *argv[])
      * up (the directory may be root's); reopening later needs the user's
      * rights. */
     if (apply_access_log(process.config_path, config) == -1 || apply_status(&process, config) == -1)
+        goto out_sockets;
+    /* The ACME storage too: made as root, given to the user. */
+    if (acme_client_prepare(config->tls.acme, config->operations.user) == -1)
         goto out_sockets;
     if (config->operations.user != NULL) {
         /* The log file becomes the user's, as nginx does it: after a

@@ -2,6 +2,7 @@
  * from one status_view. The three say the same figures: each is gathered
  * here once per request, from the shared counters (every process's rows
  * added up) and the names in the config generation in service. */
+#include "acme_client.h"
 #include "status_private.h"
 
 #include <stdio.h>
@@ -48,6 +49,37 @@ static void json_pool(struct out *o, const struct status_view *v, const char *na
     out_printf(o, "]}");
 }
 
+/* "certificates": what the ACME client keeps (chapter 19). */
+static void json_certificates(struct out *o)
+{
+    out_printf(o, "  \"certificates\": [");
+    for (size_t i = 0; i < acme_client_count(); i++) {
+        struct acme_certificate_status c = acme_client_status(i);
+
+        out_printf(o, "%s\n    {\"names\": [", i == 0 ? "" : ",");
+        for (size_t j = 0; j < c.name_count; j++) {
+            out_printf(o, "%s", j == 0 ? "" : ", ");
+            put_json_string(o, c.names[j]);
+        }
+        out_printf(o, "], \"state\": \"%s\", \"not_after\": ", c.state);
+        if (c.not_after != 0)
+            out_printf(o, "%lld", (long long)c.not_after);
+        else
+            out_printf(o, "null");
+        out_printf(o, ", \"last_error\": ");
+        if (c.last_error != NULL)
+            put_json_string(o, c.last_error);
+        else
+            out_printf(o, "null");
+        out_printf(o, ", \"next_attempt\": ");
+        if (c.next_attempt != 0)
+            out_printf(o, "%lld}", (long long)c.next_attempt);
+        else
+            out_printf(o, "null}");
+    }
+    out_printf(o, "%s],\n", acme_client_count() > 0 ? "\n  " : "");
+}
+
 int status_render_json(struct buffer *out, const struct status_view *v)
 {
     struct out o = { out, false };
@@ -83,9 +115,11 @@ int status_render_json(struct buffer *out, const struct status_view *v)
     out_printf(&o, "  \"splice\": {\"bytes\": %llu, \"pipes\": %lld},\n",
         (unsigned long long)t.bytes_spliced, (long long)t.pipes);
     out_printf(&o, "  \"buffering\": {\"bodies_buffered\": %llu, \"spooled_bytes\": {\"in\": %llu, "
-                   "\"out\": %llu}, \"temp_files\": %lld},\n  \"sites\": [",
+                   "\"out\": %llu}, \"temp_files\": %lld},\n",
         (unsigned long long)t.bodies_buffered, (unsigned long long)t.spooled_in,
         (unsigned long long)t.spooled_out, (long long)t.temp_files);
+    json_certificates(&o);
+    out_printf(&o, "  \"sites\": [");
     FOR_EACH_SITE(v, site) {
         bool first_code = true;
 
@@ -246,6 +280,21 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     out_printf(&o, "rsp_workers %zu\n", f->workers > 1 ? f->pid_count : 1);
     family(&o, "rsp_worker_restarts_total", "counter", "Workers started again after one died.");
     out_printf(&o, "rsp_worker_restarts_total %llu\n", (unsigned long long)f->restarts);
+    if (acme_client_count() > 0)
+        family(&o, "rsp_certificate_expiry_seconds", "gauge",
+               "When each certificate the ACME client keeps expires, in seconds since 1970.");
+    for (size_t i = 0; i < acme_client_count(); i++) {
+        struct acme_certificate_status c = acme_client_status(i);
+
+        if (c.not_after == 0)
+            continue;
+        out_printf(&o, "rsp_certificate_expiry_seconds{names=\"");
+        for (size_t j = 0; j < c.name_count; j++) {
+            out_printf(&o, "%s", j == 0 ? "" : ",");
+            put_label(&o, c.names[j]);
+        }
+        out_printf(&o, "\"} %lld\n", (long long)c.not_after);
+    }
     family(&o, "rsp_start_time_seconds", "gauge", "When rsp started, in seconds since 1970.");
     out_printf(&o, "rsp_start_time_seconds %.3f\n", f->started_at);
     return o.failed ? -1 : 0;

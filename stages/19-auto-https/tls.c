@@ -4,6 +4,7 @@
 #include "tls.h"
 #include "tls_private.h"
 
+#include "acme_certs.h"
 #include "config_read.h"
 
 #include <openssl/err.h>
@@ -39,7 +40,8 @@ struct tls_certificate {
 
 struct tls_context {
     struct tls_certificate *certs; /* certs[0] is the default */
-    size_t count;
+    size_t count;               /* 0: every certificate comes from ACME (chapter 19) */
+    SSL_CTX *base;              /* with count 0, where connections start: no certificate */
 };
 
 /* The keys that encrypt session tickets. Made once per process start and
@@ -126,19 +128,89 @@ static struct tls_certificate *pick(struct tls_context *t, const char *name)
 static int choose_certificate(SSL *ssl, int *alert, void *arg)
 {
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    struct tls_context *t = arg;
     struct tls_certificate *c;
+    SSL_CTX *ctx = NULL;
 
-    (void)alert;
-    if (name == NULL)
-        return SSL_TLSEXT_ERR_NOACK; /* no name asked for: the default */
-    c = pick(arg, name);
-    if (c != NULL && c->ctx != SSL_get_SSL_CTX(ssl) && SSL_set_SSL_CTX(ssl, c->ctx) == NULL)
+    /* A tls-alpn-01 validation already has its certificate. */
+    if (acme_certs_is_challenge(SSL_get_SSL_CTX(ssl)))
+        return SSL_TLSEXT_ERR_OK;
+    if (name != NULL && (c = pick(t, name)) != NULL)
+        ctx = c->ctx;
+    /* Then what the ACME client keeps (chapter 19); an unknown name gets
+     * the default, which is the first of those when tls.certificates is
+     * not set. */
+    if (ctx == NULL && (name != NULL || t->count == 0))
+        ctx = acme_certs_pick(name);
+    if (ctx == NULL && t->count == 0) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
-    return SSL_TLSEXT_ERR_OK; /* an unknown name gets the default */
+    }
+    if (ctx == NULL)
+        return name == NULL ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_OK;
+    if (ctx != SSL_get_SSL_CTX(ssl) && SSL_set_SSL_CTX(ssl, ctx) == NULL)
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    return SSL_TLSEXT_ERR_OK;
 }
 
-/* A context with everything but the certificate. */
-static SSL_CTX *new_context(void)
+/* The host name of a ClientHello's server_name extension (RFC 6066 3),
+ * copied into out (size bytes), or false if there is none. */
+static bool hello_server_name(SSL *ssl, char *out, size_t size)
+{
+    const unsigned char *p;
+    size_t length, list, name;
+
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &length) != 1 || length < 5)
+        return false;
+    list = (size_t)p[0] << 8 | p[1];
+    name = (size_t)p[3] << 8 | p[4];
+    if (list != length - 2 || p[2] != TLSEXT_NAMETYPE_host_name || name == 0 || name >= size ||
+        name > length - 5 || memchr(p + 5, '\0', name) != NULL)
+        return false;
+    memcpy(out, p + 5, name);
+    out[name] = '\0';
+    return true;
+}
+
+/* True if the ClientHello offers the ALPN protocol acme-tls/1 (RFC 8737):
+ * an ACME server validating a name with tls-alpn-01. */
+static bool hello_wants_acme(SSL *ssl)
+{
+    static const unsigned char acme[] = "\x0a" "acme-tls/1";
+    const unsigned char *p;
+    size_t length;
+
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+                                  &length) != 1 || length < 2)
+        return false;
+    for (size_t at = 2; at < length; at += 1 + (size_t)p[at])
+        if (at + sizeof acme - 1 <= length && memcmp(p + at, acme, sizeof acme - 1) == 0)
+            return true;
+    return false;
+}
+
+/* Runs first in every handshake: a tls-alpn-01 validation gets the
+ * challenge certificate the ACME client left for its name. Anything else
+ * goes on to SNI (choose_certificate). */
+static int look_at_hello(SSL *ssl, int *alert, void *arg)
+{
+    char name[256];
+    SSL_CTX *challenge;
+
+    (void)alert;
+    (void)arg;
+    if (!hello_wants_acme(ssl) || !hello_server_name(ssl, name, sizeof name) ||
+        (challenge = acme_certs_challenge(name)) == NULL)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (SSL_set_SSL_CTX(ssl, challenge) == NULL) {
+        SSL_CTX_free(challenge);
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    SSL_CTX_free(challenge); /* the connection holds it now */
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+SSL_CTX *tls_new_server_ctx(void)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
@@ -276,7 +348,7 @@ static int load_certificate(const char *path, size_t index, const struct tls_fil
     X509 *x;
     FILE *file;
 
-    c->ctx = new_context();
+    c->ctx = tls_new_server_ctx();
     if (c->ctx == NULL) {
         cert_error(path, index, "", "cannot set up TLS: %s", openssl_reason());
         return -1;
@@ -332,9 +404,14 @@ struct tls_context *tls_context_load(const char *path, const struct tls_files *f
         ticket_keys_made = true;
     }
     t = calloc(1, sizeof *t);
-    if (t == NULL || (t->certs = calloc(count, sizeof *t->certs)) == NULL) {
+    if (t == NULL || (count > 0 && (t->certs = calloc(count, sizeof *t->certs)) == NULL)) {
         free(t);
         config_error(path, "out of memory");
+        return NULL;
+    }
+    if (count == 0 && (t->base = tls_new_server_ctx()) == NULL) {
+        config_error(path, "setting 'tls': cannot set up TLS: %s", openssl_reason());
+        tls_context_free(t);
         return NULL;
     }
     for (t->count = 0; t->count < count; t->count++) {
@@ -345,8 +422,9 @@ struct tls_context *tls_context_load(const char *path, const struct tls_files *f
             return NULL;
         }
     }
-    SSL_CTX_set_tlsext_servername_callback(t->certs[0].ctx, choose_certificate);
-    SSL_CTX_set_tlsext_servername_arg(t->certs[0].ctx, t);
+    SSL_CTX_set_tlsext_servername_callback(tls_default_ctx(t), choose_certificate);
+    SSL_CTX_set_tlsext_servername_arg(tls_default_ctx(t), t);
+    SSL_CTX_set_client_hello_cb(tls_default_ctx(t), look_at_hello, NULL);
     ERR_clear_error();
     return t;
 }
@@ -362,10 +440,16 @@ void tls_context_free(struct tls_context *t)
         free(t->certs[i].names);
     }
     free(t->certs);
+    SSL_CTX_free(t->base);
     free(t);
 }
 
 SSL_CTX *tls_default_ctx(struct tls_context *t)
 {
-    return t->certs[0].ctx;
+    return t->count > 0 ? t->certs[0].ctx : t->base;
+}
+
+bool tls_context_covers(const struct tls_context *t, const char *name)
+{
+    return pick((struct tls_context *)t, name) != NULL;
 }

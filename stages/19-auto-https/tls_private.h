@@ -15,4 +15,8 @@ SSL_CTX *tls_default_ctx(struct tls_context *t);
  * is left as it was, and ssl the caller's). */
 int tls_transport_set(struct connection *c, SSL *ssl);
 
+/* A new server context with everything but the certificate: versions,
+ * ciphers, ALPN http/1.1, session tickets. NULL if OpenSSL fails. */
+SSL_CTX *tls_new_server_ctx(void);
+
 #endif
