@@ -193,6 +193,14 @@ def start_pebble(daemons, tmp_path):
     return start
 
 
+def challenge_lines(access_log):
+    """rsp's access log's lines for challenge requests: [(token, status)]."""
+    if not os.path.exists(access_log):
+        return []
+    with open(access_log, errors="replace") as f:
+        return re.findall(rf'"GET {re.escape(CHALLENGE)}(\S+) HTTP/1\.[01]" (\d{{3}}) ', f.read())
+
+
 @pytest.fixture
 def shared_dir():
     """A directory every user may traverse (pytest's tmp_path is root's

@@ -73,7 +73,7 @@ import pytest
 from checks import log_lines, nobody, proc_uid, wait_for_log
 from client import build_request, get, read_response
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
-from pebble import CHALLENGE, START_TIMEOUT, daemons, missing_tools, shared_dir, start_pebble  # noqa: F401 (fixtures)
+from pebble import START_TIMEOUT, challenge_lines, daemons, missing_tools, shared_dir, start_pebble  # noqa: F401 (fixtures)
 from proxy import backend_address, proxy_arguments
 
 MISSING = missing_tools("certbot")
@@ -164,14 +164,6 @@ def served_fingerprint(port):
     with socket.create_connection((LOOPBACK, port), timeout=10) as raw:
         with context.wrap_socket(raw, server_hostname=NAME) as sock:
             return hashlib.sha256(sock.getpeercert(binary_form=True)).hexdigest()
-
-
-def challenge_lines(access_log):
-    """The access log's lines for challenge requests: [(token, status)]."""
-    if not os.path.exists(access_log):
-        return []
-    with open(access_log, errors="replace") as f:
-        return re.findall(rf'"GET {re.escape(CHALLENGE)}(\S+) HTTP/1\.[01]" (\d{{3}}) ', f.read())
 
 
 def assert_validated_through_rsp(pebble, access_log, backend, orders):
