@@ -191,7 +191,6 @@ class Acme:
         for path in (self.root, self.ca_root):
             os.chmod(path, 0o644)
         self.storage = os.path.join(self.workdir, "acme")
-        self.proxies = []
 
     def acme_table(self, **fields):
         """tls.acme: agreed, pebble's directory and API CA, the storage, and `fields`."""
@@ -218,7 +217,6 @@ class Acme:
         os.chmod(args[0], 0o644)  # a user = "nobody" rsp reads it again on a reload
         proxy = self._start_proxy(args=args, port=plain_port)
         proxy.tls_port, proxy.status_port, proxy.access_log = tls_port, status_port, access_log
-        self.proxies.append(proxy)
         for port, what in ((tls_port, "TLS"), (status_port, "status")):
             try:
                 wait_until_listening(port, proxy.process, POLL_TIMEOUT, what=f"rsp's {what} listener")
