@@ -146,3 +146,12 @@ def nobody():
         return pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("there is no user nobody")
+
+
+def proc_uid(pid):
+    """The effective uid of process `pid`."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return int(line.split()[2])
+    raise AssertionError(f"no Uid line in /proc/{pid}/status")

@@ -61,26 +61,22 @@ pebble, pebble-challtestsrv, certbot or python3-trustme is missing
 
 import glob
 import hashlib
-import json
 import os
 import re
 import shutil
 import socket
 import ssl
 import subprocess
-import tempfile
-import urllib.request
 
 import pytest
 
-from checks import log_lines, nobody, wait_for_log
-from conftest import _stopped_at_teardown
+from checks import log_lines, nobody, proc_uid, wait_for_log
 from client import build_request, get, read_response
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
-from proxy import backend_address, proxy_arguments, stop_process
+from pebble import START_TIMEOUT, challenge_lines, daemons, missing_tools, shared_dir, start_pebble  # noqa: F401 (fixtures)
+from proxy import backend_address, proxy_arguments
 
-TOOLS = ("pebble", "pebble-challtestsrv", "certbot")
-MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
+MISSING = missing_tools("certbot")
 
 pytestmark = [
     pytest.mark.stage(15),
@@ -89,121 +85,8 @@ pytestmark = [
 ]
 
 NAME = "rsp-acme.test"    # resolved to 127.0.0.1 by the mock DNS, for pebble only
-START_TIMEOUT = 10.0      # s: a bound on a server coming up
 CERTBOT_TIMEOUT = 50.0    # s: a bound on one certbot run (about 2 s here; two fit in the 120 s guard)
 RELOAD_TIMEOUT = 10.0     # s: a bound on rsp logging the deploy hook's reload
-STOP_TIMEOUT = 5.0
-CHALLENGE = "/.well-known/acme-challenge/"
-
-
-# -- pebble and its mock DNS ----------------------------------------------------------------
-
-class Daemon:
-    """A server process started by the test, its output in a log file."""
-
-    def __init__(self, name, argv, log_path, env=None):
-        self.name = name
-        self.log_path = log_path
-        with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, cwd=os.path.dirname(log_path))
-
-    def log(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def stop(self):
-        stop_process(self.process, STOP_TIMEOUT)
-
-
-@pytest.fixture
-def daemons():
-    """daemons(name, argv, log_path, env=None) starts a Daemon; each is
-    stopped at teardown."""
-    yield from _stopped_at_teardown(Daemon)
-
-
-def wait_listening(daemon, port):
-    try:
-        wait_until_listening(port, daemon.process, START_TIMEOUT, what=daemon.name)
-    except RuntimeError as e:
-        pytest.fail(f"{e}\n--- {daemon.name}'s output ---\n{daemon.log()}", pytrace=False)
-
-
-class Pebble:
-    """A running pebble: its directory URL, the CA its API certificate is
-    from (api_ca, a file), its management port, its log."""
-
-    def __init__(self, daemon, directory, api_ca, management_port):
-        self.daemon = daemon
-        self.directory = directory
-        self.api_ca = api_ca
-        self.management_port = management_port
-
-    def fetch(self, url):
-        context = ssl.create_default_context(cafile=self.api_ca)
-        with urllib.request.urlopen(url, context=context, timeout=START_TIMEOUT) as answer:
-            return answer.read()
-
-    def root_pem(self):
-        """pebble's root CA certificate (a new one each run): what a client
-        trusts, like ISRG Root X1."""
-        return self.fetch(f"https://{LOOPBACK}:{self.management_port}/roots/0").decode()
-
-    def validation_tokens(self):
-        """The token of every HTTP-01 validation request pebble made, in order."""
-        return re.findall(rf"Attempting to validate w/ HTTP: http://{re.escape(NAME)}:\d+"
-                          rf"{re.escape(CHALLENGE)}(\S+)", self.daemon.log())
-
-
-@pytest.fixture
-def start_pebble(daemons, tmp_path):
-    """start_pebble(http_port) starts pebble-challtestsrv as a mock DNS
-    server only (every A query answered 127.0.0.1, no AAAA, none of its
-    challenge servers) and pebble using it, validating HTTP-01 challenges
-    on http_port; returns the Pebble once its directory answers."""
-    trustme = pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
-
-    def start(http_port):
-        work = tmp_path / "pebble"
-        work.mkdir()
-        dns_port, dns_management_port = free_port(), free_port()
-        dns = daemons("pebble-challtestsrv",
-                      ["pebble-challtestsrv", "-defaultIPv4", LOOPBACK, "-defaultIPv6", "",
-                       "-http01", "", "-https01", "", "-tlsalpn01", "",
-                       "-dns01", f"{LOOPBACK}:{dns_port}", "-management", f"{LOOPBACK}:{dns_management_port}"],
-                      str(work / "challtestsrv.log"))
-        wait_listening(dns, dns_port)
-
-        api_ca = trustme.CA()
-        api_cert = api_ca.issue_cert(LOOPBACK, "localhost")
-        api_cert.cert_chain_pems[0].write_to_path(str(work / "api-cert.pem"))
-        api_cert.private_key_pem.write_to_path(str(work / "api-key.pem"))
-        api_ca.cert_pem.write_to_path(str(work / "api-ca.pem"))
-        port, management_port = free_port(), free_port()
-        config = {"pebble": {
-            "listenAddress": f"{LOOPBACK}:{port}",
-            "managementListenAddress": f"{LOOPBACK}:{management_port}",
-            "certificate": str(work / "api-cert.pem"),
-            "privateKey": str(work / "api-key.pem"),
-            "httpPort": http_port,
-            "tlsPort": free_port(),  # TLS-ALPN-01: not used, nothing listens there
-            "ocspResponderURL": "",
-            "externalAccountBindingRequired": False,
-        }}
-        (work / "pebble.json").write_text(json.dumps(config, indent=2))
-        env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0", PEBBLE_AUTHZREUSE="0")
-        env.pop("PEBBLE_VA_ALWAYS_VALID", None)
-        daemon = daemons("pebble", ["pebble", "-config", str(work / "pebble.json"),
-                                    "-dnsserver", f"{LOOPBACK}:{dns_port}"],
-                         str(work / "pebble.log"), env=env)
-        wait_listening(daemon, port)
-        wait_listening(daemon, management_port)
-        pebble = Pebble(daemon, f"https://{LOOPBACK}:{port}/dir", str(work / "api-ca.pem"), management_port)
-        assert "newOrder" in json.loads(pebble.fetch(pebble.directory)), daemon.log()
-        return pebble
-
-    return start
 
 
 # -- certbot ---------------------------------------------------------------------------------
@@ -283,23 +166,15 @@ def served_fingerprint(port):
             return hashlib.sha256(sock.getpeercert(binary_form=True)).hexdigest()
 
 
-def challenge_lines(access_log):
-    """The access log's lines for challenge requests: [(token, status)]."""
-    if not os.path.exists(access_log):
-        return []
-    with open(access_log, errors="replace") as f:
-        return re.findall(rf'"GET {re.escape(CHALLENGE)}(\S+) HTTP/1\.[01]" (\d{{3}}) ', f.read())
-
-
 def assert_validated_through_rsp(pebble, access_log, backend, orders):
     """Every validation request pebble made (`orders` challenges so far,
     each token fetched at least once) is a 200 in rsp's access log, and
     the backend saw none of them. Returns the tokens."""
     # pebble's log is read from the file its output goes to: give the line
     # of the last validation a bounded moment to get there.
-    wait_for(lambda: len(set(pebble.validation_tokens())) >= orders,
+    wait_for(lambda: len(set(pebble.validation_tokens(NAME))) >= orders,
              f"{orders} tokens validated in pebble's log", RELOAD_TIMEOUT)
-    tokens = pebble.validation_tokens()
+    tokens = pebble.validation_tokens(NAME)
     assert len(set(tokens)) == orders, f"pebble validated {sorted(set(tokens))}, expected {orders} tokens"
     expected = sorted((token, "200") for token in tokens)
     wait_for(lambda: sorted(challenge_lines(access_log)) == expected,
@@ -491,16 +366,6 @@ kill -HUP {pid}
 """
 
 
-@pytest.fixture
-def shared_dir():
-    """A directory every user may traverse (pytest's tmp_path is root's
-    alone), removed at teardown."""
-    directory = tempfile.mkdtemp(prefix="rsp-acme-")
-    os.chmod(directory, 0o755)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
 def test_certbot_deploy_hook_for_rsp_running_as_user(rsp, start_proxy, make_backend, start_pebble, shared_dir):
     """The shipped config's setup (dist/rsp.lua sets user): started as root
     with user = "nobody", rsp reloads as nobody, and cannot read certbot's
@@ -541,11 +406,3 @@ def test_certbot_deploy_hook_for_rsp_running_as_user(rsp, start_proxy, make_back
     site.assert_deployed(generation=3, orders=2)
     assert proc_uid(proxy.pid) == user.pw_uid
 
-
-def proc_uid(pid):
-    """The effective uid of process `pid`."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Uid:"):
-                return int(line.split()[2])
-    raise AssertionError(f"no Uid line in /proc/{pid}/status")

@@ -1979,16 +1979,16 @@ def test_tls_with_two_workers(make_backend, start_proxy, certs, ctx, reuseport):
     assert_serves(proxy)
 
 
-def tls_conn_on_worker(proxy, ctx, pid, pids, session=None):
-    """A TLSConn accepted by worker `pid` (the others stopped while it
-    connects and handshakes)."""
+def tls_conn_on_worker(proxy, ctx, pid, pids, session=None, server_name=WWW):
+    """A TLSConn (SNI and Host `server_name`) accepted by worker `pid`
+    (the others stopped while it connects and handshakes)."""
     others = [p for p in pids if p != pid]
     try:
         for p in others:
             os.kill(p, signal.SIGSTOP)
         for p in others:
             wait_state(p, "Tt", "stopped")
-        conn = TLSConn(proxy.tls_port, ctx, WWW, session=session, timeout=POLL_TIMEOUT)
+        conn = TLSConn(proxy.tls_port, ctx, server_name, session=session, timeout=POLL_TIMEOUT)
     finally:
         for p in others:
             try:
