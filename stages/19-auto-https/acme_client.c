@@ -37,7 +37,7 @@
 
 #define REQUEST_TIMEOUT 30.0        /* seconds, one request to the CA */
 #define MAX_RESPONSE (1u << 20)     /* bytes; a chain is a few KiB */
-#define MAX_NONCE_RETRIES 5         /* badNonce answers in a row */
+#define MAX_NONCE_RETRIES 20        /* badNonce answers in a row (a CA testing us rejects half) */
 #define MAX_POLLS 120               /* of an authorization or an order */
 #define POLL_DELAY 1.0              /* seconds between polls, unless Retry-After says */
 #define MAX_POLL_DELAY 60.0
