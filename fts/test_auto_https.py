@@ -681,6 +681,44 @@ def test_agree_to_terms_is_required(rsp, tmp_path, case, agree, how):
     assert line.startswith(f"rsp: {path}: setting 'tls.acme.agree_to_terms' must be true"), line
 
 
+BAD_ACME_CASES = [
+    # (id, fields changed in tls.acme, top-level options, sites, the setting named, words in the message)
+    ("wildcard", {"domains": ["*.a.test"]}, {}, None, "tls.acme.domains[1]", ("wildcard", "dns-01")),
+    ("not-a-name", {"domains": ["a test"]}, {}, None, "tls.acme.domains[1]", ("not a DNS name",)),
+    ("ip-address", {"domains": ["127.0.0.1"]}, {}, None, "tls.acme.domains[1]", ("not a DNS name",)),
+    ("twice", {"domains": [A, A.upper()]}, {}, None, "tls.acme.domains[2]", ("listed twice",)),
+    ("set-of-numbers", {"domains": [[A, 5]]}, {}, None, "tls.acme.domains[1]", ("strings",)),
+    ("empty-domains", {"domains": []}, {}, None, "tls.acme.domains", ("list the names",)),
+    ("no-dns-site", {}, {}, {"localhost": [(LOOPBACK, 9)]}, "tls.acme.domains", ("no site name",)),
+    ("challenge", {"challenges": ["dns-01"]}, {}, None, "tls.acme.challenges", ("http-01",)),
+    ("challenge-twice", {"challenges": ["http-01", "http-01"]}, {}, None, "tls.acme.challenges", ()),
+    ("http-directory", {"directory": "http://127.0.0.1:9/dir"}, {}, None, "tls.acme.directory", ("https://",)),
+    ("relative-storage", {"storage": "acme"}, {}, None, "tls.acme.storage", ("absolute",)),
+    ("missing-ca-root", {"ca_root": "/nonexistent/root.pem"}, {}, None, "tls.acme.ca_root", ("/nonexistent/root.pem",)),
+    ("email", {"email": "nobody"}, {}, None, "tls.acme.email", ("email address",)),
+    ("email-with-space", {"email": "me @example.org"}, {}, None, "tls.acme.email", ()),
+    ("misspelt-field", {"domain": [A]}, {}, None, "tls.acme", ("domain",)),
+    ("with-acme-webroot", {}, {"acme_webroot": "/tmp"}, None, "acme_webroot", ("tls.acme",)),
+]
+
+
+@pytest.mark.parametrize("fields, options, sites, setting, words",
+                         [case[1:] for case in BAD_ACME_CASES], ids=[case[0] for case in BAD_ACME_CASES])
+def test_bad_acme_block_is_refused(rsp, tmp_path, fields, options, sites, setting, words):
+    """Each mistake in tls.acme is a config error naming the file and the
+    setting (rsp -t, exit status 1, one line), before anything is
+    contacted or made: the storage directory does not appear."""
+    acme = {"agree_to_terms": True, "directory": f"https://{LOOPBACK}:{free_port()}/dir",
+            "storage": str(tmp_path / "acme")}
+    acme.update(fields)
+    tls = {"listen": f"{LOOPBACK}:{free_port()}", "acme": acme}
+    config = {"sites": sites or {A: [(LOOPBACK, 9)]}, "tls": tls, **options}
+    (path,) = proxy_arguments(rsp.stage, free_port(), [], str(tmp_path), config)
+    result = run_rsp(rsp, ["-t", path], tmp_path)
+    assert_config_error(result, path, setting, words=words)
+    assert not os.path.exists(tmp_path / "acme"), "rsp -t made the storage directory"
+
+
 def test_check_touches_no_network(rsp, tmp_path):
     """rsp -t with a valid acme block says ok and connects to nothing: the
     directory is a socket of the test's, which has no connection to
