@@ -578,6 +578,10 @@ static void renewal_info_answered(const struct http_client_response *r)
     when = info.start + (time_t)jitter(difftime(info.end, info.start));
     if (when > now) {
         time_t check = now + (time_t)(CHECK_INTERVAL + jitter(CHECK_JITTER));
+        char opens[64], closes[64];
+        format_date(info.start, opens, sizeof opens);
+        format_date(info.end, closes, sizeof closes);
+        log_msg("acme: %s: not due: the CA's renewal window is %s to %s", set->names[0], opens, closes);
         set->next_attempt = 0;
         set_timer_at(set, when < check ? when : check);
         job_clear();
