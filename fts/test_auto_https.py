@@ -29,14 +29,25 @@ waits up to 15 s for them) until the test has looked, then let through.
 The order cannot complete before that, so what the test sees while the
 gate is closed is the "during" state, whatever the machine's speed.
 
+pebble has no renewalInfo (RFC 9773 ARI) in its directory, so the ARI
+tests put an AriRelay between rsp and pebble: an HTTPS server of the
+test's that passes every request on to pebble and every answer back (its
+headers too: Replay-Nonce, Location, Link, Retry-After), adds renewalInfo
+to the directory and answers /renewal-info/CERTID itself, with the window
+the test chose; it records the certIDs asked for and each newOrder's
+payload.
+
 Every wait is bounded (a log line, a status.json state, a certificate
 served), never a sleep. The config-error tests need no pebble; the others
 are skipped without pebble and pebble-challtestsrv (./setup-env.sh
 installs them); the whole file without python3-trustme.
 """
 
+import base64
 import calendar
 import datetime
+import http.client
+import http.server
 import json
 import os
 import re
@@ -46,10 +57,11 @@ import ssl
 import stat
 import threading
 import time
+import urllib.parse
 
 import pytest
 
-pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
+trustme = pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
 
 from cryptography import x509  # noqa: E402 (after the skip: trustme brings cryptography)
 from cryptography.hazmat.primitives import serialization  # noqa: E402
@@ -65,7 +77,7 @@ from promparse import parse as parse_metrics, value as metric_value  # noqa: E40
 from proxy import proxy_arguments, run_rsp  # noqa: E402
 from test_tls import tls_conn_on_worker  # noqa: E402
 from test_workers import started_workers  # noqa: E402
-from tlsutil import cert_names, fingerprint, https_get, session_ca, tls_connect  # noqa: E402
+from tlsutil import VALID_FROM, cert_names, fingerprint, https_get, session_ca, tls_connect  # noqa: E402
 
 MISSING = missing_tools()
 needs_pebble = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed "
@@ -164,6 +176,167 @@ def gates():
     """gates(target) starts a Gate in front of port `target`; each is
     stopped at teardown."""
     yield from _stopped_at_teardown(Gate)
+
+
+# -- the ARI relay ---------------------------------------------------------------------------
+
+RENEWAL_INFO = "/renewal-info/"
+RELAYED_HEADERS = ("Content-Type", "Replay-Nonce", "Location", "Link", "Retry-After", "Cache-Control")
+
+
+class AriRelay:
+    """An HTTPS server on 127.0.0.1 (its certificate from a CA of its own,
+    in the file `ca_file`) in front of `pebble`: every request is passed on
+    to pebble as it came (method, path, headers, Host included, so the URL
+    rsp signed is the one pebble sees), and pebble's answer is passed back
+    with its status, its RELAYED_HEADERS and its body, pebble's address in
+    them replaced by the relay's. The directory (`directory`, the relay's
+    /dir) gains "renewalInfo": https://RELAY/renewal-info; GET
+    /renewal-info/CERTID is answered here: 200, `renewal_info` (bytes, set
+    by the test), each CERTID appended to `cert_ids`. The payload of every
+    newOrder passed on (decoded from its JWS) is appended to `orders`."""
+
+    def __init__(self, pebble):
+        self.pebble = pebble
+        self.renewal_info = b""
+        self.cert_ids, self.orders = [], []
+        self._lock = threading.Lock()
+        ca = trustme.CA()
+        self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert(LOOPBACK).configure_cert(self._context)
+        self._pebble_context = ssl.create_default_context(cafile=pebble.api_ca)
+        pebble_url = urllib.parse.urlsplit(pebble.directory)
+        self._pebble_port = pebble_url.port
+        self._pebble_base = f"https://{pebble_url.netloc}".encode()
+        self._new_order = urllib.parse.urlsplit(json.loads(pebble.fetch(pebble.directory))["newOrder"]).path
+        self.server = http.server.ThreadingHTTPServer((LOOPBACK, free_port()), _RelayHandler)
+        self.server.daemon_threads = True
+        self.server.relay = self
+        self.server.finish_request = self._finish_request
+        self.base = f"https://{LOOPBACK}:{self.server.server_address[1]}".encode()
+        self.directory = f"{self.base.decode()}{pebble_url.path}"
+        self.ca_file = os.path.join(os.path.dirname(pebble.api_ca), "relay-ca.pem")
+        ca.cert_pem.write_to_path(self.ca_file)
+        os.chmod(self.ca_file, 0o644)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
+                                        daemon=True)
+        self._thread.start()
+
+    def acme_fields(self):
+        """What tls.acme needs to go through the relay: its directory, its CA."""
+        return {"directory": self.directory, "ca_root": self.ca_file}
+
+    def _finish_request(self, sock, address):
+        # The TLS handshake in the connection's own thread, bounded.
+        sock.settimeout(POLL_TIMEOUT)
+        try:
+            conn = self._context.wrap_socket(sock, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        with conn:
+            _RelayHandler(conn, address, self.server)
+
+    def answer(self, handler, method):
+        """Answers one request: the renewal information, or pebble's answer."""
+        if method == "GET" and handler.path.startswith(RENEWAL_INFO):
+            with self._lock:
+                self.cert_ids.append(handler.path[len(RENEWAL_INFO):])
+            handler.reply(200, [("Content-Type", "application/json")], self.renewal_info, method)
+            return
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        if method == "POST" and handler.path == self._new_order:
+            payload = json.loads(base64url_decode(json.loads(body)["payload"]))
+            with self._lock:
+                self.orders.append(payload)
+        upstream = http.client.HTTPSConnection(LOOPBACK, self._pebble_port, context=self._pebble_context,
+                                               timeout=POLL_TIMEOUT)
+        try:
+            upstream.putrequest(method, handler.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in handler.headers.items():
+                if name.lower() not in ("connection", "content-length"):
+                    upstream.putheader(name, value)
+            if body or method == "POST":
+                upstream.putheader("Content-Length", str(len(body)))
+            upstream.endheaders(body or None)
+            answer = upstream.getresponse()
+            data = answer.read().replace(self._pebble_base, self.base)
+            headers = [(name, value.replace(self._pebble_base.decode(), self.base.decode()))
+                       for name, value in answer.getheaders() if name in RELAYED_HEADERS]
+            status = answer.status
+        finally:
+            upstream.close()
+        if method == "GET" and handler.path == urllib.parse.urlsplit(self.directory).path and status == 200:
+            directory = json.loads(data)
+            directory["renewalInfo"] = f"{self.base.decode()}{RENEWAL_INFO.rstrip('/')}"
+            data = json.dumps(directory).encode()
+        handler.reply(status, headers, data, method)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(POLL_TIMEOUT)
+
+
+class _RelayHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        self.server.relay.answer(self, "GET")
+
+    def do_HEAD(self):
+        self.server.relay.answer(self, "HEAD")
+
+    def do_POST(self):
+        self.server.relay.answer(self, "POST")
+
+    def reply(self, status, headers, body, method):
+        """Status, headers, Content-Length, Connection: close, and body (none for HEAD)."""
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(body)
+        self.close_connection = True
+
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture
+def ari_relays():
+    """ari_relays(pebble) starts an AriRelay in front of pebble; each is
+    stopped at teardown."""
+    yield from _stopped_at_teardown(AriRelay)
+
+
+def base64url_decode(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def base64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def ari_cert_id(cert):
+    """RFC 9773 4.1's certID of x509 `cert`: base64url of its AKI
+    keyIdentifier, ".", base64url of its serial's DER content octets (big
+    endian, two's complement: a 0 byte first when the top bit is set)."""
+    aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier
+    assert aki, f"{describe_cert(cert)} has no AKI keyIdentifier: it has no certID"
+    serial = cert.serial_number
+    return f"{base64url(aki)}.{base64url(serial.to_bytes(serial.bit_length() // 8 + 1, 'big'))}"
+
+
+def renewal_window(start, end):
+    """A renewalInfo answer suggesting the window from `start` to `end`
+    (seconds from now), RFC 3339 in UTC."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    return json.dumps({"suggestedWindow": {
+        "start": (now + datetime.timedelta(seconds=start)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "end": (now + datetime.timedelta(seconds=end)).strftime("%Y-%m-%dT%H:%M:%SZ")}}).encode()
 
 
 # -- one test's ACME world --------------------------------------------------------------------
@@ -616,6 +789,96 @@ def test_stored_certificate_near_expiry_renewed_while_it_serves(acme_world):
     assert new != old.certificate and not_after(new) > not_after(old.certificate)
     assert acme.wait_state(proxy, A, "valid")["not_after"] == not_after(new)
     assert acme.pebble.orders() == 1
+
+
+TWO_THIRDS_LEFT = 2 * VALID_FROM  # plant()'s certificates start VALID_FROM ago: a lifetime of three such
+DAY = 86400
+
+
+def ari_world(acme_world, ari_relays, renewal_info):
+    """An Acme whose rsp goes through an AriRelay answering `renewal_info`,
+    with a certificate for a.test planted with two thirds of its lifetime
+    left (not due by the lifetime rule). Returns (acme, relay, planted
+    IssuedCert, its certID)."""
+    acme = acme_world()
+    relay = ari_relays(acme.pebble)
+    relay.renewal_info = renewal_info
+    old = plant(acme, A, left=TWO_THIRDS_LEFT)
+    return acme, relay, old, ari_cert_id(old.certificate)
+
+
+def assert_serves_planted(acme, proxy, old):
+    """HTTPS for a.test gets the planted certificate and reaches the backend;
+    status.json says "valid" with its notAfter; no order was placed."""
+    r = https_get(proxy.tls_port, "/echo", session_ca().client_context(), A)
+    assert r.peer_fingerprint == old.fingerprint and served_by(r) == acme.backend.name, \
+        f"HTTPS for a.test: {describe_cert(r.peer_cert)}, {r!r}\n{acme.describe(proxy)}"
+    entry = acme.wait_state(proxy, A, "valid")
+    assert entry["not_after"] == not_after(old.certificate) and entry["last_error"] is None, entry
+
+
+@needs_pebble
+def test_ari_window_open_renews_at_start(acme_world, ari_relays):
+    """The directory offers renewalInfo (RFC 9773) and the CA's window for
+    the stored certificate is over (from two days ago to one): although
+    two thirds of its lifetime are left, rsp asks /renewal-info/CERTID
+    (the planted certificate's certID: AKI keyIdentifier . serial), logs
+    `renewing (the CA's renewal window opened)`, orders with "replaces":
+    CERTID, and serves pebble's new certificate."""
+    acme, relay, old, cert_id = ari_world(acme_world, ari_relays, renewal_window(-2 * DAY, -DAY))
+    proxy = acme.start(acme=relay.acme_fields())
+    acme.wait_log(proxy, f"acme: {A}: using the stored certificate, valid until ")
+    acme.wait_log(proxy, f"acme: {A}: renewing (the CA's renewal window opened)")
+    assert relay.cert_ids == [cert_id], f"rsp asked for the renewal information of {relay.cert_ids}, " \
+                                        f"the planted certificate's certID is {cert_id}"
+    acme.wait_obtained(proxy, A)
+    new = acme.assert_serves(proxy, A)
+    assert new != old.certificate
+    assert len(relay.orders) == 1 and relay.orders[0].get("replaces") == cert_id, \
+        f"newOrder payloads {relay.orders}: expected one with \"replaces\": {cert_id!r}"
+    assert relay.orders[0]["identifiers"] == [{"type": "dns", "value": A}], relay.orders
+    assert acme.pebble.orders() == 1
+    assert acme.wait_state(proxy, A, "valid")["not_after"] == not_after(new)
+    assert not log_lines(proxy, f"acme: {A}: renewing (valid until"), acme.describe(proxy)
+
+
+@needs_pebble
+def test_ari_window_ahead_keeps_the_certificate(acme_world, ari_relays):
+    """The CA's window is a month ahead: rsp asks for it (the planted
+    certificate's certID), logs `not due: the CA's renewal window is ...`
+    and places no order; the stored certificate serves, "valid"."""
+    acme, relay, old, cert_id = ari_world(acme_world, ari_relays, renewal_window(30 * DAY, 31 * DAY))
+    proxy = acme.start(acme=relay.acme_fields())
+    line = acme.wait_log(proxy, f"acme: {A}: not due: the CA's renewal window is ")[0]
+    assert relay.cert_ids == [cert_id], f"rsp asked for the renewal information of {relay.cert_ids}, " \
+                                        f"the planted certificate's certID is {cert_id}"
+    assert_serves_planted(acme, proxy, old)
+    assert relay.orders == [] and acme.pebble.orders() == 0, f"{line}\n{acme.describe(proxy)}"
+    assert not log_lines(proxy, f"acme: {A}: renewing"), acme.describe(proxy)
+
+
+UNUSABLE_RENEWAL_INFO = [
+    ("not-json", b"<html>renewal information</html>"),
+    ("no-window", b'{"explanationURL": "https://example.org/"}'),
+    ("end-before-start", renewal_window(-DAY, -2 * DAY)),  # in the past: taken, it would renew
+]
+
+
+@needs_pebble
+@pytest.mark.parametrize("body", [case[1] for case in UNUSABLE_RENEWAL_INFO],
+                         ids=[case[0] for case in UNUSABLE_RENEWAL_INFO])
+def test_ari_unusable_answer_keeps_the_certificate(acme_world, ari_relays, body):
+    """renewalInfo answers garbage: rsp logs that the CA's renewal
+    information is unusable, places no order, and the stored certificate
+    (not due by the lifetime rule) serves, "valid"."""
+    acme, relay, old, cert_id = ari_world(acme_world, ari_relays, body)
+    proxy = acme.start(acme=relay.acme_fields())
+    line = acme.wait_log(proxy, f"acme: {A}: the CA's renewal information is unusable (")[0]
+    assert relay.cert_ids == [cert_id], f"rsp asked for the renewal information of {relay.cert_ids}, " \
+                                        f"the planted certificate's certID is {cert_id}"
+    assert_serves_planted(acme, proxy, old)
+    assert relay.orders == [] and acme.pebble.orders() == 0, f"{line}\n{acme.describe(proxy)}"
+    assert not log_lines(proxy, f"acme: {A}: renewing"), acme.describe(proxy)
 
 
 @needs_pebble
