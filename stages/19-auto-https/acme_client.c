@@ -108,6 +108,7 @@ static void job_next(void);
 static void job_failed(const char *format, ...) __attribute__((format(printf, 1, 2)));
 static void order_create(void);
 static void authorization_next(void);
+static void job_order(const char *replacing);
 
 /* -- time ------------------------------------------------------------- */
 
@@ -563,6 +564,7 @@ static void renewal_info_answered(const struct http_client_response *r)
     struct cert_set *set = client.working;
     struct acme_renewal_info info;
     time_t now = time(NULL), when;
+    char *replacing;
     const char *why;
 
     if (acme_renewal_info_parse(r->body, r->body_length, &info, &why) == -1) {
@@ -589,9 +591,14 @@ static void renewal_info_answered(const struct http_client_response *r)
         return;
     }
     log_msg("acme: %s: renewing (the CA's renewal window opened)", set->names[0]);
-    client.checking = false;
-    set->state = SET_RENEWING;
-    account_ensure();
+    replacing = strdup(set->ari_id);
+    if (replacing == NULL) {
+        client.checking = false;
+        job_failed("out of memory");
+        return;
+    }
+    job_order(replacing);
+    free(replacing);
 }
 
 /* -- the order -------------------------------------------------------- */
@@ -895,29 +902,18 @@ static void order_create(void)
 
 /* -- the queue -------------------------------------------------------- */
 
-/* Starts work on set: a look at renewal information, or an order (under
- * the set's lock, so that two processes sharing storage order it once). */
-static void job_start(struct cert_set *set)
+/* Orders a certificate for the set being worked on, under the set's lock,
+ * so that two processes sharing storage order it once. `replacing` is the
+ * ARI certID of the certificate a renewal window said to replace (NULL:
+ * the lifetime rule decided). Under the lock storage is read again:
+ * another process may have just done this very order. */
+static void job_order(const char *replacing)
 {
+    struct cert_set *set = client.working;
     char *lock = store_name("certificates/%s.lock", set->names[0]), until[64];
-    bool due;
+    bool fresh;
 
-    client.working = set;
-    due = !read_stored(set) || time(NULL) >= renew_at(set);
-    if (!due) {
-        if (set->ari_id == NULL || (client.have_dir && client.dir.renewal_info == NULL)) {
-            set->state = SET_VALID;
-            plan_check(set);
-            job_clear();
-            job_next();
-            free(lock);
-            return;
-        }
-        client.checking = true;
-        free(lock);
-        directory_ensure();
-        return;
-    }
+    client.checking = false;
     client.lock_fd = lock != NULL ? acme_store_lock(client.settings.storage, lock) : -1;
     if (client.lock_fd == -1) {
         if (errno == EWOULDBLOCK || errno == EAGAIN) {
@@ -939,9 +935,11 @@ static void job_start(struct cert_set *set)
     }
     free(lock);
     set->told_locked = false;
-    /* Under the lock, storage again: another process may have just
-     * finished this very order. */
-    if (read_stored(set) && time(NULL) < renew_at(set)) {
+    if (replacing != NULL)
+        fresh = read_stored(set) && (set->ari_id == NULL || strcmp(set->ari_id, replacing) != 0);
+    else
+        fresh = read_stored(set) && time(NULL) < renew_at(set);
+    if (fresh) {
         format_date(set->not_after, until, sizeof until);
         log_msg("acme: %s: using the stored certificate, valid until %s", set->names[0], until);
         acme_certs_reload(set->names[0]);
@@ -949,14 +947,35 @@ static void job_start(struct cert_set *set)
         return;
     }
     if (set->has_cert) {
-        format_date(set->not_after, until, sizeof until);
         set->state = SET_RENEWING;
-        log_msg("acme: %s: renewing (valid until %s)", set->names[0], until);
+        format_date(set->not_after, until, sizeof until);
+        if (replacing == NULL)
+            log_msg("acme: %s: renewing (valid until %s)", set->names[0], until);
     } else {
         set->state = SET_OBTAINING;
         log_msg("acme: %s: ordering a certificate from %s", set->names[0], client.settings.directory);
     }
     set->next_attempt = 0;
+    directory_ensure();
+}
+
+/* Starts work on set: a look at renewal information when the lifetime
+ * rule says it is not due and the CA may say otherwise, else an order. */
+static void job_start(struct cert_set *set)
+{
+    client.working = set;
+    if (!read_stored(set) || time(NULL) >= renew_at(set)) {
+        job_order(NULL);
+        return;
+    }
+    if (set->ari_id == NULL || (client.have_dir && client.dir.renewal_info == NULL)) {
+        set->state = SET_VALID;
+        plan_check(set);
+        job_clear();
+        job_next();
+        return;
+    }
+    client.checking = true;
     directory_ensure();
 }
 
