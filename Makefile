@@ -63,7 +63,9 @@ test:
 # The config is installed only if there is none: an operator's is never
 # overwritten (the example is always in $(DOCDIR)); both name $(DOCDIR),
 # where the README and the examples go. The unit gets the real path of the
-# binary. /etc/rsp and /var/log/rsp stay on uninstall.
+# binary. /var/lib/rsp/acme is tls.acme's default storage, which the unit
+# lets rsp write (rsp, started as root, gives it to its `user`).
+# /etc/rsp, /var/log/rsp and /var/lib/rsp stay on uninstall.
 install: $(INSTALL_BINARY) dist/rsp.lua dist/rsp.service.in dist/rsp.logrotate dist/rsp.8 dist/rsp.lua.5
 	install -D -m 0755 $(INSTALL_BINARY) $(DESTDIR)$(BINDIR)/rsp
 	sed -e 's|/usr/share/doc/rsp|$(DOCDIR)|g' dist/rsp.lua | install -D -m 0644 /dev/stdin $(DESTDIR)$(DOCDIR)/rsp.lua.example
@@ -81,6 +83,7 @@ install: $(INSTALL_BINARY) dist/rsp.lua dist/rsp.service.in dist/rsp.logrotate d
 	sed -e 's|@BINDIR@|$(BINDIR)|g' dist/rsp.service.in | install -D -m 0644 /dev/stdin $(DESTDIR)$(UNITDIR)/rsp.service
 	install -D -m 0644 dist/rsp.logrotate $(DESTDIR)/etc/logrotate.d/rsp
 	install -d -m 0755 $(DESTDIR)/var/log/rsp
+	install -d -m 0700 $(DESTDIR)/var/lib/rsp/acme
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "chown $(LOG_OWNER) $(DESTDIR)/var/log/rsp"; \
 	  chown $(LOG_OWNER) $(DESTDIR)/var/log/rsp || \

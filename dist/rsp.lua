@@ -25,17 +25,34 @@ shutdown_timeout = 10              -- on SIGTERM, seconds requests under way may
 -- status_listen = "127.0.0.1:9090"
 -- workers = "auto"
 
--- HTTPS with a certificate from Let's Encrypt (README.md, "HTTPS with
--- Let's Encrypt"): certbot writes its challenges under acme_webroot, and
--- its deploy hook copies the certificate to /etc/rsp/tls/ and reloads rsp.
--- Both settings fail rsp -t until their directory and files exist.
--- acme_webroot = "/var/www/acme"
+-- HTTPS with certificates from Let's Encrypt, ordered and renewed by rsp
+-- itself (doc/deploy.md; README.md, "HTTPS with Let's Encrypt"). First
+-- point each name's A (and AAAA) record at this server and open ports 80
+-- and 443. Adding tls takes a restart (443 is bound as root):
+--   sudo rsp -t /etc/rsp/rsp.lua && sudo systemctl restart rsp
+-- then `journalctl -u rsp` says "acme: NAME: certificate obtained".
 -- tls = {
---   listen = 443,                  -- adding it takes a restart: 443 is bound as root
---   certificates = {               -- the first is the default; SNI picks by name
---     { cert = "/etc/rsp/tls/example.com/fullchain.pem",
---       key  = "/etc/rsp/tls/example.com/privkey.pem" },
+--   listen = 443,
+--   acme = {
+--     agree_to_terms = true,       -- required: you accept the CA's terms
+--     email = "me@example.org",    -- optional: a contact address for the CA
+--     -- Try Let's Encrypt's staging CA first (untrusted certificates,
+--     -- generous limits), then delete this line and /var/lib/rsp/acme/*:
+--     -- directory = "https://acme-staging-v02.api.letsencrypt.org/directory",
+--     -- domains: by default every name in `sites`, one certificate each;
+--     -- domains = { { "example.org", "www.example.org" }, "blog.example.org" },
+--     -- storage = "/var/lib/rsp/acme",   -- the default: keys and certificates
 --   },
 --   redirect_http = true,          -- plain HTTP gets a 301 to https://
 --   hsts = 300,                    -- Strict-Transport-Security max-age; start small
 -- }
+--
+-- Or with certbot (a wildcard certificate needs its DNS-01 challenge):
+-- certbot writes its challenges under acme_webroot, its deploy hook copies
+-- the certificate to /etc/rsp/tls/ and reloads rsp; then tls names the
+-- files in place of acme (both fail rsp -t until they exist):
+-- acme_webroot = "/var/www/acme"
+--   certificates = {               -- in tls; the first is the default, SNI picks by name
+--     { cert = "/etc/rsp/tls/example.com/fullchain.pem",
+--       key  = "/etc/rsp/tls/example.com/privkey.pem" },
+--   },

@@ -712,6 +712,23 @@ def test_two_sites_two_certificates(acme_world):
 
 
 @needs_pebble
+def test_reload_keeps_serving_two_certificates(acme_world):
+    """SIGHUP with two certificates held (the config unchanged): each is
+    moved over to the new generation, not ordered again; rsp stays up and
+    serves both."""
+    acme = acme_world()
+    proxy = acme.start(sites={A: [acme.backend], B: [acme.backend]})
+    acme.wait_obtained(proxy, A)
+    acme.wait_obtained(proxy, B)
+    proxy.process.send_signal(signal.SIGHUP)
+    acme.wait_log(proxy, "reloaded ")
+    assert proxy.alive(), f"rsp died on a reload\n{acme.describe(proxy)}"
+    acme.assert_serves(proxy, A)
+    acme.assert_serves(proxy, B)
+    assert acme.pebble.orders() == 2
+
+
+@needs_pebble
 def test_a_set_of_two_names_in_one_certificate(acme_world):
     """domains = {{"b.test", "www.b.test"}}: one order, one certificate
     for both names (stored as certificates/b.test.*: a set is named by its

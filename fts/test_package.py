@@ -311,7 +311,7 @@ def apt_turn():
 def test_deb_installs_and_purges_for_real(deb):
     """On CI's throwaway machine only (CI=true, root, no rsp installed):
     apt install ./rsp_*.deb creates the system user rsp and gives it
-    /var/log/rsp and /var/lib/rsp, leaves the service disabled and
+    /var/log/rsp, /var/lib/rsp and /var/lib/rsp/acme (0700), leaves the service disabled and
     stopped, and the installed rsp -t accepts the installed config; man
     finds both pages; apt purge removes the files and the config and keeps
     the user."""
@@ -331,6 +331,8 @@ def test_deb_installs_and_purges_for_real(deb):
             st = os.stat("/var/log/rsp")
             assert st.st_uid == user.pw_uid, "/var/log/rsp is not rsp's"
             assert stat.S_IMODE(os.stat("/var/lib/rsp").st_mode) == 0o750
+            st = os.stat("/var/lib/rsp/acme")  # tls.acme's storage, rsp's alone
+            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (user.pw_uid, user.pw_gid, 0o700), st
             check = run(["/usr/sbin/rsp", "-t", "/etc/rsp/rsp.lua"])
             assert check.returncode == 0 and check.stdout == "rsp: /etc/rsp/rsp.lua: ok\n", check
             if shutil.which("systemctl"):

@@ -54,10 +54,12 @@ static void held_free(struct held *h)
     SSL_CTX_free(h->ctx);
 }
 
+/* The held set named `name`; one already moved over by acme_certs_apply
+ * (emptied, no names) is skipped. */
 static struct held *find(const char *name)
 {
     for (size_t i = 0; i < table.count; i++)
-        if (strcmp(table.sets[i].names[0], name) == 0)
+        if (table.sets[i].count > 0 && strcmp(table.sets[i].names[0], name) == 0)
             return &table.sets[i];
     return NULL;
 }
