@@ -747,6 +747,23 @@ def test_a_set_of_two_names_in_one_certificate(acme_world):
     assert len(cert_entries(proxy)) == 1
 
 
+@needs_pebble
+def test_site_aliases_in_its_one_certificate(acme_world):
+    """No domains given, a site b.test with the alias www.b.test: one
+    order, one certificate holding both names (the site's name first: the
+    set is named b.test), served for either name to the site's backend."""
+    acme = acme_world()
+    proxy = acme.start(sites={B: {"backends": [acme.backend], "aliases": [WWW_B]}})
+    acme.wait_obtained(proxy, B)
+    first = acme.assert_serves(proxy, B)
+    second = acme.assert_serves(proxy, WWW_B, set_name=B)
+    assert first == second and sorted(cert_names(first)) == [B, WWW_B], cert_names(first)
+    assert acme.pebble.orders() == 1
+    entry = acme.wait_state(proxy, B, "valid")
+    assert entry["names"] == [B, WWW_B], entry
+    assert len(cert_entries(proxy)) == 1, cert_entries(proxy)
+
+
 # -- restarts and renewal -----------------------------------------------------------------
 
 @needs_pebble

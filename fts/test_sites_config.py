@@ -2,7 +2,9 @@
 balance), an optional default site (`backends`), and the request-head
 limits max_request_line and max_request_head. Every mistake is refused
 at startup with exit status 1 and one line naming the file and the
-setting; valid files start a proxy that routes as configured.
+setting; valid files start a proxy that routes as configured. From stage
+19 a site may have `aliases`, more names it answers for (tested at the
+end; before stage 19 the field is refused as unknown, from stage 07 on).
 (The stage 05 settings are tested in test_config.py, routing rules in
 test_http.py.)"""
 
@@ -12,7 +14,9 @@ import pytest
 from checks import assert_config_error, served_by
 from client import HeldRequest, get
 from netutil import LOOPBACK, free_port
+from promparse import value
 from proxy import lua_config, lua_value, run_rsp, stage6_settings, streamed
+from test_status import metrics, pools_by_name, sites_by_name, start_with_status, wait_status
 
 
 
@@ -194,3 +198,89 @@ def test_limit_settings_accepted(make_backend, start_proxy, line, head):
     r = ask(proxy.port, "www.example.com", path)
     assert served_by(r) == "a"
     assert r.json()["path"] == path
+
+
+# -- aliases (stage 19) ----------------------------------------------------------
+
+@pytest.mark.stage(19)
+def test_aliases_reach_the_site_and_count_under_its_name(make_backend, start_proxy):
+    """example.org with aliases www.example.org and *.example.net: a
+    request for any of them (any case, a trailing dot, one or two labels
+    under the wildcard) reaches example.org's backend, and the exact
+    alias wins over the wildcard site *.example.org; example.net itself is
+    no alias (421). status.json and /metrics show example.org once, its
+    counter holding the requests of every name, and one pool named after
+    it; no alias appears as a site or a pool."""
+    a, b = make_backend("a"), make_backend("b")
+    proxy = start_with_status(start_proxy, sites={
+        "example.org": {"backends": [a], "aliases": ["www.example.org", "*.example.net"]},
+        "*.example.org": [b]})
+    hosts = ["example.org", "www.example.org", "WWW.Example.ORG.", "x.example.net", "a.b.example.net"]
+    got = [(h, served_by(ask(proxy.port, h))) for h in hosts]
+    assert got == [(h, "a") for h in hosts], f"(Host, backend): {got}"
+    assert served_by(ask(proxy.port, "blog.example.org")) == "b"
+    assert ask(proxy.port, "example.net").status == 421
+    assert (a.total_hits, b.total_hits) == (5, 1)
+    doc = wait_status(proxy, lambda d: d["requests_total"] >= 7 and d["requests_in_flight"] == 0,
+                      "the 7 requests counted")
+    assert doc["requests_total"] == 7, doc["requests_total"]
+    sites = sites_by_name(doc)
+    assert set(sites) == {"example.org", "*.example.org", "-"}, list(sites)
+    assert sites["example.org"]["codes"] == {"200": 5}, sites["example.org"]
+    assert sites["*.example.org"]["codes"] == {"200": 1}, sites["*.example.org"]
+    pools = pools_by_name(doc)
+    assert set(pools) == {"example.org", "*.example.org"}, list(pools)
+    assert value(metrics(proxy), "rsp_requests_total", site="example.org", code="200") == 5
+
+
+def site_with(aliases):
+    """Lua text of a site table with these aliases (Lua text)."""
+    return f'{{ aliases = {aliases}, backends = {{ "127.0.0.1:8001" }} }}'
+
+
+# (id, sites entries, the settings one of which the line must name, words it must hold).
+# Where two names collide the order rsp reads the sites in decides which of the
+# two is blamed: either is right, as long as the line names both.
+ALIAS_ERRORS = [
+    ("alias-is-another-site", [("a.example.org", site_with('{ "b.example.org" }')), ("b.example.org", SITE)],
+     ['sites["a.example.org"].aliases[1]', "sites"], ["a.example.org", "b.example.org", "already"]),
+    ("alias-of-two-sites", [("a.example.org", site_with('{ "www.example.org" }')),
+                            ("b.example.org", site_with('{ "x.example.org", "WWW.example.org." }'))],
+     ['sites["a.example.org"].aliases[1]', 'sites["b.example.org"].aliases[2]'],
+     ["www.example.org", "a.example.org", "b.example.org", "already"]),
+    ("alias-is-its-own-site", [("a.example.org", site_with('{ "A.example.org" }'))],
+     ['sites["a.example.org"].aliases[1]'], ["a.example.org", "already"]),
+    ("alias-twice-in-a-site", [("a.example.org", site_with('{ "*.example.net", "*.Example.net" }'))],
+     ['sites["a.example.org"].aliases[2]'], ["*.example.net", "already"]),
+    ("aliases-a-string", [("a.example.org", site_with('"www.example.org"'))],
+     ['sites["a.example.org"].aliases'], ["list"]),
+    ("aliases-with-keys", [("a.example.org", site_with('{ www = "www.example.org" }'))],
+     ['sites["a.example.org"].aliases'], ["list"]),
+    ("alias-a-number", [("a.example.org", site_with("{ 5 }"))], ['sites["a.example.org"].aliases[1]'],
+     ["host name"]),
+    ("alias-not-a-host-name", [("a.example.org", site_with('{ "www.example.org/x" }'))],
+     ['sites["a.example.org"].aliases[1]'], ["www.example.org/x"]),
+]
+
+
+@pytest.mark.stage(19)
+@pytest.mark.parametrize("entries, settings_named, words", [c[1:] for c in ALIAS_ERRORS],
+                         ids=[c[0] for c in ALIAS_ERRORS])
+def test_bad_aliases_refused(rsp, tmp_path, entries, settings_named, words):
+    """A name given twice (as a site and an alias, as two aliases, as a
+    site's own name) or an aliases field that is not a list of host names:
+    exit status 1, one line naming the setting and both places."""
+    path = tmp_path / "site.lua"
+    path.write_text(settings(sites=sites(*entries)))
+    line = assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, words=words)
+    assert any(f"setting '{name}'" in line for name in settings_named), \
+        f"the line names none of {settings_named}: {line}"
+
+
+@pytest.mark.stage(7, 18)
+def test_aliases_unknown_before_stage_19(rsp, tmp_path):
+    """Before stage 19 a site has no `aliases`: the field is refused like
+    any unknown one, naming the site and the field."""
+    path = tmp_path / "site.lua"
+    path.write_text(settings(sites=sites(("www.example.com", site_with('{ "example.com" }')))))
+    assert_config_error(run_rsp(rsp, [str(path)], tmp_path), path, WWW, words=["'aliases'"])

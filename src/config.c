@@ -564,8 +564,13 @@ void config_free(struct config *config)
     config->pools = NULL;
     config->pool_count = 0;
     for (size_t i = 0; i < config->router.count; i++) {
-        free(config->router.sites[i].name);
-        pool_free(&config->router.sites[i].own);
+        struct site *site = &config->router.sites[i];
+
+        free(site->name);
+        pool_free(&site->own);
+        for (size_t j = 0; j < site->alias_count; j++)
+            free(site->aliases[j]);
+        free(site->aliases);
     }
     free(config->router.sites);
     config->router.sites = NULL;

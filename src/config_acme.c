@@ -299,7 +299,33 @@ static int read_domain_entry(lua_State *L, const char *path, size_t index, struc
     return rc;
 }
 
-/* domains = { ... }; without it, each site name that is a DNS name. */
+/* The default certificate of a site: its name and its aliases, those of
+ * them that are DNS names (no wildcard), in one set. Returns 0, or -1
+ * after logging. */
+static int site_domains(const char *path, const struct site *site, struct acme_settings *a,
+                        const struct tls_context *certificates)
+{
+    bool opened = false;
+    int rc = 0;
+
+    for (size_t i = 0; i <= site->alias_count && rc == 0; i++) {
+        const char *name = i == 0 ? site->name : site->aliases[i - 1];
+
+        /* a wildcard is kept as ".example.com", which is no DNS name */
+        if (!dns_name(name) || listed(a, name))
+            continue;
+        if (!opened && (rc = open_set(path, "tls.acme.domains", a)) == 0)
+            opened = true;
+        if (rc == 0)
+            rc = add_name(path, "tls.acme.domains", a, name, certificates);
+    }
+    if (rc == 0 && opened)
+        close_set(a);
+    return rc;
+}
+
+/* domains = { ... }; without it, one certificate per site for its name
+ * and aliases, those that are DNS names. */
 static int read_domains(lua_State *L, const char *path, int t, struct config *config,
                         struct acme_settings *a)
 {
@@ -309,14 +335,8 @@ static int read_domains(lua_State *L, const char *path, int t, struct config *co
 
     config_field(L, t, "domains");
     if (lua_isnil(L, -1)) {
-        for (size_t i = 0; i < config->router.count && rc == 0; i++) {
-            const struct site *site = &config->router.sites[i];
-            if (site->wildcard || !dns_name(site->name) || listed(a, site->name))
-                continue;
-            rc = open_set(path, "tls.acme.domains", a);
-            if (rc == 0 && (rc = add_name(path, "tls.acme.domains", a, site->name, certificates)) == 0)
-                close_set(a);
-        }
+        for (size_t i = 0; i < config->router.count && rc == 0; i++)
+            rc = site_domains(path, &config->router.sites[i], a, certificates);
         if (rc == 0 && a->set_count == 0) {
             config_error(path, "setting 'tls.acme.domains': no site name is a DNS name left to get a "
                                "certificate for: list the names (domains = { \"example.org\" })");

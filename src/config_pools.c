@@ -325,7 +325,7 @@ static struct pool *find_pool(struct config *config, const char *name)
 static int read_site_pool(lua_State *L, const char *path, const char *setting, struct config *config,
                           struct site *site)
 {
-    static const char *const fields[] = { "backends", "balance", "pool", "health_check", NULL };
+    static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -361,7 +361,90 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
     return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
 }
 
-/* sites = { ["NAME"] = { backends = {...}, balance = "..." }, ... } */
+/* Which site already answers for name (site_name's form): the site of
+ * that name or of that alias, the latter's alias index (1-based) in
+ * *alias, 0 for the site's own name. NULL if no site does yet. */
+static const struct site *name_owner(const struct router *router, const char *name, size_t *alias)
+{
+    for (size_t i = 0; i < router->count; i++) {
+        const struct site *site = &router->sites[i];
+
+        *alias = 0;
+        if (site->name != NULL && strcmp(site->name, name) == 0)
+            return site;
+        for (size_t j = 0; j < site->alias_count; j++) {
+            *alias = j + 1;
+            if (strcmp(site->aliases[j], name) == 0)
+                return site;
+        }
+    }
+    return NULL;
+}
+
+/* aliases = { "www.example.org", "*.example.net", ... } of the site table
+ * on top of the stack: more names for site, each one no site has yet.
+ * `setting` names the site in messages. */
+static int read_aliases(lua_State *L, const char *path, const char *setting, struct router *router,
+                        struct site *site)
+{
+    size_t count, pairs = 0;
+    int rc = 0;
+
+    config_field(L, -1, "aliases");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_type(L, -1) == LUA_TTABLE)
+        for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1))
+            pairs++;
+    count = lua_type(L, -1) == LUA_TTABLE ? lua_objlen(L, -1) : 0;
+    if (lua_type(L, -1) != LUA_TTABLE || pairs != count) {
+        config_error(path, "setting '%s.aliases' must be a list of host names "
+                           "({ \"www.example.org\" }), not a %s", setting,
+                     lua_type(L, -1) == LUA_TTABLE ? "table with other keys" : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    site->aliases = calloc(count ? count : 1, sizeof *site->aliases);
+    if (site->aliases == NULL) {
+        config_error(path, "out of memory");
+        lua_pop(L, 1);
+        return -1;
+    }
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const struct site *owner;
+        char name[256];
+        size_t alias;
+        bool wildcard;
+
+        lua_rawgeti(L, -1, (int)i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING ||
+            site_name(lua_tostring(L, -1), lua_objlen(L, -1), name, sizeof name, &wildcard) == -1) {
+            config_error(path, "setting '%s.aliases[%zu]': %s%.100s%s is not a host name (or \"*.\" and one)",
+                         setting, i + 1, lua_type(L, -1) == LUA_TSTRING ? "\"" : "a ",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                         lua_type(L, -1) == LUA_TSTRING ? "\"" : "");
+            rc = -1;
+        } else if ((owner = name_owner(router, name, &alias)) != NULL) {
+            /* One name, one site: its counters, its pool, its certificate. */
+            config_error(path, "setting '%s.aliases[%zu]': %s%s is already %sthe site '%s%s'%s",
+                         setting, i + 1, wildcard ? "*" : "", name, alias ? "an alias of " : "",
+                         owner->wildcard ? "*" : "", owner->name, owner == site ? " itself" : "");
+            rc = -1;
+        } else if ((site->aliases[i] = strdup(name)) == NULL) {
+            config_error(path, "out of memory");
+            rc = -1;
+        } else {
+            site->alias_count++;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* sites = { ["NAME"] = { backends = {...}, balance = "...", aliases = {...} }, ... } */
 int config_read_sites(lua_State *L, const char *path, struct config *config)
 {
     struct router *router = &config->router;
@@ -386,6 +469,7 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
         struct site *site = &router->sites[router->count];
         char setting[300], name[256];
         const char *key;
+        size_t alias;
 
         if (lua_type(L, -2) != LUA_TSTRING) {
             config_error(path, "setting 'sites': every key must be a host name string, not a %s",
@@ -399,14 +483,18 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        for (size_t j = 0; j < router->count; j++) {
-            if (router->sites[j].wildcard == site->wildcard && strcmp(router->sites[j].name, name) == 0) {
-                config_error(path, "setting 'sites': \"%.100s\" is listed twice", key);
-                rc = -1;
-            }
-        }
-        if (rc == -1)
+        const struct site *owner = name_owner(router, name, &alias);
+        if (owner != NULL && alias == 0) {
+            config_error(path, "setting 'sites': \"%.100s\" is listed twice", key);
+            rc = -1;
             continue;
+        }
+        if (owner != NULL) {
+            config_error(path, "setting 'sites': \"%.100s\" is already an alias of the site '%s%s' "
+                               "(its aliases[%zu])", key, owner->wildcard ? "*" : "", owner->name, alias);
+            rc = -1;
+            continue;
+        }
         if ((site->name = strdup(name)) == NULL) {
             config_error(path, "out of memory");
             rc = -1;
@@ -420,7 +508,9 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        rc = read_site_pool(L, path, setting, config, site);
+        rc = read_aliases(L, path, setting, router, site);
+        if (rc == 0)
+            rc = read_site_pool(L, path, setting, config, site);
     }
     if (rc == -1)
         lua_pop(L, 1); /* the key lua_next would have taken */

@@ -3,9 +3,24 @@
 
 #include "stats.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <strings.h>
 #include <string.h>
+
+/* How well name (a wildcard as ".example.com") matches host: SIZE_MAX if
+ * it is the host's exact name, the suffix's length if it is a wildcard
+ * the host falls under, 0 if it does not match. */
+static size_t match(const char *name, bool wildcard, const char *host, size_t length)
+{
+    size_t n = strlen(name);
+
+    if (!wildcard)
+        return n == length && strncasecmp(name, host, length) == 0 ? SIZE_MAX : 0;
+    /* "*.example.com" matches "a.example.com" and "a.b.example.com",
+     * but not "example.com" itself. */
+    return length > n && strncasecmp(name, host + length - n, n) == 0 ? n : 0;
+}
 
 struct site *router_find(struct router *router, const char *host, size_t length)
 {
@@ -17,17 +32,19 @@ struct site *router_find(struct router *router, const char *host, size_t length)
         length--;
     for (size_t i = 0; i < router->count; i++) {
         struct site *site = &router->sites[i];
-        size_t n = strlen(site->name);
+        size_t m = match(site->name, site->wildcard, host, length);
 
-        if (!site->wildcard) {
-            if (n == length && strncasecmp(site->name, host, length) == 0)
-                return site;
-        } else if (length > n && n > best_length &&
-                   strncasecmp(site->name, host + length - n, n) == 0) {
-            /* "*.example.com" matches "a.example.com" and "a.b.example.com",
-             * but not "example.com" itself. */
+        /* An alias is one more name of the site; only a wildcard starts with '.'. */
+        for (size_t j = 0; j < site->alias_count && m != SIZE_MAX; j++) {
+            size_t a = match(site->aliases[j], site->aliases[j][0] == '.', host, length);
+            if (a > m)
+                m = a;
+        }
+        if (m == SIZE_MAX)
+            return site;
+        if (m > best_length) {
             best = site;
-            best_length = n;
+            best_length = m;
         }
     }
     return best;

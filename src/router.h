@@ -14,6 +14,8 @@ struct site {
     bool wildcard;
     struct pool *pool;   /* &own, or one of the config's named pools */
     struct pool own;     /* the site's own backends, if it lists them */
+    char **aliases;      /* its other names, written as name is (a wildcard ".example.org") */
+    size_t alias_count;
 };
 
 struct router {
@@ -35,8 +37,9 @@ void router_count_sites(struct router *router);
  * site's, or "-" if no site takes it. */
 struct stats_site *router_site_stats(struct router *router, const char *host, size_t length);
 
-/* Finds the pool for a host name (without port): an exact site name first,
- * then the wildcard site with the longest matching suffix, then the
+/* Finds the pool for a host name (without port): an exact site name or
+ * alias first, then the wildcard name or alias with the longest matching
+ * suffix, then the
  * default site. Case does not matter. Returns NULL if nothing matches. */
 struct pool *router_route(struct router *router, const char *host, size_t length);
 
