@@ -117,6 +117,35 @@ end""")
     assert r.body.decode().split("\n")[2:5] == ["/%25zz/%254", "", ""], r.body
 
 
+# The README's redirect: "?" only before a query that is not empty.
+REDIRECT_KEEPING_THE_QUERY = """
+function route(req)
+  local query = req.query ~= "" and "?" .. req.query or ""
+  return { status = 301, location = "https://www.example.com" .. req.path .. query,
+           headers = { ["X-Query-Type"] = type(req.query) } }
+end"""
+
+
+@pytest.mark.stage(7)
+@pytest.mark.parametrize("target, location", [
+    ("/old", "https://www.example.com/old"),
+    ("/old?", "https://www.example.com/old"),
+    ("/old?x=1&y=%41", "https://www.example.com/old?x=1&y=%41"),
+    ("/a/../old??x", "https://www.example.com/old??x"),
+    ("http://example.com", "https://www.example.com/"),
+], ids=["no-query", "bare-question-mark", "query", "query-with-question-mark", "absolute-form"])
+def test_redirect_keeps_the_query_and_adds_no_stray_question_mark(start_proxy, tmp_path, target, location):
+    """req.query is always a string: what follows the first "?" as sent,
+    "" without one (or with nothing after it). The README's redirect,
+    which adds "?" only before a query that is not empty, sends the
+    query on as it came and no "?" when there is none."""
+    proxy = start(start_proxy, tmp_path, REDIRECT_KEEPING_THE_QUERY)
+    r = get(proxy.port, target, host="example.com")
+    assert r.status == 301, r.raw[:300]
+    assert r.header("X-Query-Type") == "string", r.headers
+    assert r.header("Location") == location, f"{target}: {r.header('Location')!r}"
+
+
 @pytest.mark.stage(7)
 def test_route_by_host_header_and_client_address(start_proxy, tmp_path, two):
     """A redirect for one host, a 403 for a header, a pool by client
