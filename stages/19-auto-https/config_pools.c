@@ -468,6 +468,7 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
     for (lua_pushnil(L); rc == 0 && lua_next(L, -2) != 0; lua_pop(L, 1)) {
         struct site *site = &router->sites[router->count];
         char setting[300], name[256];
+        const struct site *owner;
         const char *key;
         size_t alias;
 
@@ -483,7 +484,7 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        const struct site *owner = name_owner(router, name, &alias);
+        owner = name_owner(router, name, &alias);
         if (owner != NULL && alias == 0) {
             config_error(path, "setting 'sites': \"%.100s\" is listed twice", key);
             rc = -1;
