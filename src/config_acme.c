@@ -9,11 +9,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define ACME_DEFAULT_DIRECTORY "https://acme-v02.api.letsencrypt.org/directory"
 #define ACME_DEFAULT_STORAGE "/var/lib/rsp/acme"
@@ -100,11 +102,32 @@ static int read_agreement(lua_State *L, const char *path, int t)
     return -1;
 }
 
+/* ca_root must be a file this process can read: opened, not just
+ * looked at, so that a reload made as `user` (which reads it when it
+ * next orders) is refused naming it. Returns 0, or -1 after saying why. */
+static int check_ca_root(const char *path, const char *file)
+{
+    struct stat st;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    const char *why = NULL;
+
+    if (fd == -1)
+        why = strerror(errno);
+    else if (fstat(fd, &st) == -1)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a file";
+    if (fd != -1)
+        close(fd);
+    if (why == NULL)
+        return 0;
+    config_error(path, "setting 'tls.acme.ca_root': cannot use %s: %s", file, why);
+    return -1;
+}
+
 /* email, directory, ca_root and storage, with their defaults. */
 static int read_texts(lua_State *L, const char *path, int t, struct acme_settings *a)
 {
-    struct stat st;
-
     if (read_text(L, path, t, "email", "an email address (\"me@example.org\")", &a->email) == -1 ||
         read_text(L, path, t, "directory", "the https:// URL of an ACME directory", &a->directory) == -1 ||
         read_text(L, path, t, "ca_root", "the absolute path of a PEM file", &a->ca_root) == -1 ||
@@ -126,11 +149,8 @@ static int read_texts(lua_State *L, const char *path, int t, struct acme_setting
             config_error(path, "setting 'tls.acme.ca_root' must be the absolute path of a PEM file");
             return -1;
         }
-        if (stat(a->ca_root, &st) == -1 || !S_ISREG(st.st_mode)) {
-            config_error(path, "setting 'tls.acme.ca_root': cannot use %s: %s", a->ca_root,
-                         errno != 0 && !S_ISREG(st.st_mode) ? strerror(errno) : "not a file");
+        if (check_ca_root(path, a->ca_root) == -1)
             return -1;
-        }
     }
     if (a->storage == NULL && (a->storage = strdup(ACME_DEFAULT_STORAGE)) == NULL)
         goto out_of_memory;

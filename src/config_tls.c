@@ -36,6 +36,28 @@ static int read_file_field(lua_State *L, const char *path, int t, const char *se
     return -1;
 }
 
+/* Copies the files' paths into s->certificate_paths, for the check as
+ * `user` (config_check_user.c). Returns 0, or -1 after saying so. */
+static int keep_paths(const char *path, const struct tls_files *files, size_t count,
+                      struct tls_settings *s)
+{
+    s->certificate_paths = calloc(2 * count, sizeof *s->certificate_paths);
+    if (s->certificate_paths == NULL) {
+        config_error(path, "out of memory");
+        return -1;
+    }
+    s->certificate_count = count;
+    for (size_t i = 0; i < count; i++) {
+        s->certificate_paths[2 * i] = strdup(files[i].cert);
+        s->certificate_paths[2 * i + 1] = strdup(files[i].key);
+        if (s->certificate_paths[2 * i] == NULL || s->certificate_paths[2 * i + 1] == NULL) {
+            config_error(path, "out of memory");
+            return -1;      /* config_free_tls frees what was copied */
+        }
+    }
+    return 0;
+}
+
 /* certificates = { { cert = "...", key = "..." }, ... }; optional with
  * acme (with_acme). */
 static int read_certificates(lua_State *L, const char *path, int tls, bool with_acme,
@@ -81,6 +103,10 @@ static int read_certificates(lua_State *L, const char *path, int tls, bool with_
         lua_pop(L, 1); /* the list keeps the entry, and its strings, alive */
     }
     s->context = tls_context_load(path, files, count);
+    if (s->context != NULL && keep_paths(path, files, count, s) == -1) {
+        tls_context_free(s->context);
+        s->context = NULL;
+    }
     lua_pop(L, 1);
     return s->context != NULL ? 0 : -1;
 }
@@ -228,4 +254,9 @@ void config_free_tls(struct tls_settings *s)
     s->acme_webroot = NULL;
     config_free_acme(s->acme);
     s->acme = NULL;
+    for (size_t i = 0; i < 2 * s->certificate_count; i++)
+        free(s->certificate_paths[i]);
+    free(s->certificate_paths);
+    s->certificate_paths = NULL;
+    s->certificate_count = 0;
 }

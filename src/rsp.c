@@ -84,7 +84,8 @@ static void log_startup(const struct config *config)
  * master.c (keeping workers) take over. */
 static struct process process;
 
-/* rsp -t CONFIG: the config loads (and its access log can be opened). */
+/* rsp -t CONFIG: the config loads (and its access log can be opened);
+ * as root with `user`, that user can use its files. */
 static int check_config(const char *path)
 {
     struct config *c = config_open(path);
@@ -103,6 +104,10 @@ static int check_config(const char *path)
         }
         if (close(fd) == -1)
             log_errno("close");
+    }
+    if (config_check_user(path, c) == -1) {
+        config_release(c);
+        return 1;
     }
     config_release(c);
     printf("rsp: %s: ok\n", path);
@@ -146,6 +151,9 @@ int main(int argc, char *argv[])
     config = config_open(process.config_path);
     if (config == NULL)
         goto out_stats;
+    /* What rsp -t checks: the files, as the user rsp becomes below. */
+    if (config_check_user(process.config_path, config) == -1)
+        goto out_config;
 
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */

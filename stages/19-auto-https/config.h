@@ -86,6 +86,9 @@ struct tls_settings {
     char *acme_webroot;         /* NULL: ACME challenges are not served by rsp;
                                    with acme, its storage's "challenges" */
     struct acme_settings *acme; /* NULL: no tls.acme */
+    char **certificate_paths;   /* tls.certificates' files: cert, key, cert, key...
+                                   (2 × certificate_count; config_check_user) */
+    size_t certificate_count;
 };
 
 /* A config is one generation of settings: loaded from the file at start
@@ -196,6 +199,16 @@ int config_share_init(void);             /* before the first fork; 0 or -1 */
 int config_share_put(const char *path, const char *text, size_t length); /* 0, or -1 if too big */
 int config_share_take(char **text, size_t *length); /* a copy: free it; 0, or -1 */
 void config_share_close(void);
+
+/* Started as root with `user` set: checks that this user can use every
+ * file the config names (certificates, keys, tls.acme.ca_root; the
+ * directories of access_log, temp_dir, acme_webroot, tls.acme.storage),
+ * trying each in a child process that becomes the user, as rsp does
+ * later for good. Prints "rsp: PATH: setting 'S': user U cannot ..." for
+ * each it cannot, and a warning if the user cannot read the config file
+ * itself (reloads read it as the user). Returns 0 (also when not root
+ * or without `user`: nothing to check), or -1 (config_check_user.c). */
+int config_check_user(const char *path, const struct config *config);
 
 /* One more reference to c; returns c. */
 struct config *config_hold(struct config *c);
