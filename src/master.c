@@ -21,6 +21,7 @@
 #include "config.h"
 #include "generation.h"
 #include "log.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "stats.h"
 #include "timer.h"
@@ -379,6 +380,7 @@ int master_run(struct process *p)
 
     master.p = p;
     master.pid = getpid();
+    proctitle_set("rsp: master process %s", p->config_path);
     timer_init(&master.respawn, respawn_fired, NULL);
     timer_init(&master.kill, kill_fired, NULL);
     log_msg("master: %u workers%s", generation_current()->scaling.workers,

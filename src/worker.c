@@ -13,6 +13,7 @@
 #include "health.h"
 #include "listener.h"
 #include "log.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "relay.h"
 #include "stats.h"
@@ -302,6 +303,7 @@ void worker_run(struct process *p, int slot, int row, struct listen_fds fds, boo
 
     snprintf(tag, sizeof tag, "worker %d", slot);
     log_set_tag(tag);
+    proctitle_set("rsp: worker process %d", slot);
     proxy.p = p;
     proxy.worker = slot;
     proxy.mine = fds;

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "privileges.h"
 #include "process.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "stats.h"
 #include "version.h"
@@ -138,6 +139,10 @@ int main(int argc, char *argv[])
         return check_config(argv[2]);
     if (argc != 2 || argv[1][0] == '-')
         return usage(stderr, 2);
+    /* The master and the workers retitle themselves (ps shows which is
+     * which): argv's memory is cleared for that first. */
+    if (proctitle_init(argc, argv) == -1)
+        return 1;
     process.config_path = argv[1];
     /* The shared counters come first: the config finds its backends' and
      * sites' slots in them, and every worker forked later shares them. */
