@@ -224,11 +224,12 @@ static void reload_failed(struct process *p, const struct reload_ops *ops, struc
     log_msg("reload failed: generation %u keeps serving", generation_current()->generation);
 }
 
-static bool same_user(const struct config *a, const struct config *b)
+/* Two settings' texts (NULL: not set) are the same. */
+static bool same_text(const char *a, const char *b)
 {
-    if ((a->operations.user == NULL) != (b->operations.user == NULL))
+    if ((a == NULL) != (b == NULL))
         return false;
-    return a->operations.user == NULL || strcmp(a->operations.user, b->operations.user) == 0;
+    return a == NULL || strcmp(a, b) == 0;
 }
 
 void process_reload(struct process *p, const struct reload_ops *ops)
@@ -262,8 +263,10 @@ void process_reload(struct process *p, const struct reload_ops *ops)
         log_msg("config reloaded: generation %u", generation_install(next, false));
         return;
     }
-    if (!same_user(current, next))
+    if (!same_text(current->operations.user, next->operations.user))
         log_msg("setting 'user' changed: that takes a restart; the rest of the config is reloaded");
+    if (!same_text(current->operations.pid_file, next->operations.pid_file))
+        log_msg("setting 'pid_file' changed: that takes a restart; the rest of the config is reloaded");
     if (moved && ops->use_moved != NULL)
         ops->use_moved(p, next);
     p->facts.reloads_ok++;

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "generation.h"
 #include "log.h"
+#include "pid_file.h"
 #include "privileges.h"
 #include "process.h"
 #include "proctitle.h"
@@ -151,6 +152,8 @@ int main(int argc, char *argv[])
     config = config_open(process.config_path);
     if (config == NULL)
         goto out_stats;
+    if (config->operations.pid_file != NULL && pid_file_check(config->operations.pid_file) == -1)
+        goto out_config;
 
     /* A client that disconnects while we write to it must give us EPIPE,
      * not kill the whole proxy with SIGPIPE. */
@@ -183,6 +186,9 @@ int main(int argc, char *argv[])
     /* The ACME storage too: made as root, given to the user. */
     if (acme_client_prepare(config->tls.acme, config->operations.user) == -1)
         goto out_sockets;
+    /* The pid file is root's, as nginx's: written before root is given up. */
+    if (config->operations.pid_file != NULL && pid_file_write(config->operations.pid_file) == -1)
+        goto out_sockets;
     if (config->operations.user != NULL) {
         /* The log file becomes the user's, as nginx does it: after a
          * SIGUSR1 rsp opens it again with that user's rights. */
@@ -190,7 +196,7 @@ int main(int argc, char *argv[])
         if (uid != -1)
             access_log_give_to((uid_t)uid);
         if (privileges_drop(config->operations.user) == -1)
-            goto out_sockets;
+            goto out_pid_file;
     }
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
@@ -208,10 +214,13 @@ int main(int argc, char *argv[])
         process.sockets.count = 0; /* the listeners own them now */
         status = worker_serve(&process, fds, false, true);
     }
+    pid_file_remove();
     process_clean_up(&process);
     stats_close();
     return status;
 
+out_pid_file:
+    pid_file_remove();
 out_sockets:
     status_stop(process.status);
     access_log_close();
