@@ -4,7 +4,10 @@ CONFIG", "rsp: worker process N"), while rsp alone keeps its command
 line; the process name (/proc/PID/comm, what pkill matches) stays rsp.
 `pid_file` holds the master's (or rsp alone's) pid while it runs, is
 root's when rsp drops root, goes at a clean exit, and refuses a second
-rsp while the first runs (a stale one is replaced).
+rsp while the first runs (a stale one is replaced). A signal sent to a
+worker itself (pkill, systemctl kill) is no reload: SIGHUP is logged
+and ignored, SIGTERM stops that worker gracefully (the master replaces
+it), SIGUSR1 reopens its access log.
 
 The command line is read from /proc/PID/cmdline, as ps reads it: the
 title, then NUL bytes (the rest of the memory argv had). Worker pids come
@@ -18,10 +21,15 @@ import signal
 
 import pytest
 
-from checks import assert_serves, nobody
-from netutil import free_port
+from checks import assert_logged_times, assert_serves, log_lines, nobody, served_by, wait_for_log
+from client import get
+from netutil import free_port, wait_for
 from proxy import proxy_arguments, run_rsp
-from test_workers import no_worker_left_behind, started_workers  # noqa: F401 (an autouse fixture)
+from test_operations import sighup
+from test_workers import (children, no_worker_left_behind, started_workers, track,  # noqa: F401 (autouse)
+                          worker_lines, write_config)
+
+POLL_TIMEOUT = 5.0   # s: a bound on waiting for something that must happen (never a measurement)
 
 pytestmark = pytest.mark.stage(19)
 
@@ -116,3 +124,74 @@ def test_pid_file_is_roots(backend, start_proxy, tmp_path):
     st = os.stat(path)
     assert (st.st_uid, st.st_mode & 0o777) == (0, 0o644)
     assert path.read_text() == f"{proxy.pid}\n"
+
+
+# -- signals sent to a worker directly ----------------------------------------------------
+
+
+def test_sighup_to_a_worker_is_ignored_with_one_line(make_backend, start_proxy, rsp, tmp_path):
+    """SIGHUP sent to worker 1 itself (what `pkill -HUP rsp` and `systemctl
+    kill -s HUP` do to every process): it logs once "worker 1: SIGHUP is
+    for the master (PID M): ignored", reloads nothing (no "reload failed",
+    no "config reloaded") and goes on serving, the same process. SIGHUP
+    to the master then still reloads every worker."""
+    a, b = make_backend("a"), make_backend("b")
+    proxy = start_proxy(a, workers=2)
+    pids = started_workers(proxy, 2)
+    os.kill(pids[0], signal.SIGHUP)
+    wait_for_log(proxy, "SIGHUP is for the master", POLL_TIMEOUT)
+    assert_logged_times(proxy, f"worker 1: SIGHUP is for the master (PID {proxy.pid}): ignored", 1)
+    assert not log_lines(proxy, "reload"), proxy.stderr()
+    for _ in range(4):
+        assert_serves(proxy)
+    assert children(proxy.pid) == sorted(pids), "a worker was replaced"
+
+    write_config(rsp, proxy, tmp_path, [b], workers=2)
+    sighup(proxy, 2)
+    for n in (1, 2):
+        wait_for_log(proxy, f"worker {n}: config reloaded: generation 2", POLL_TIMEOUT)
+    assert [served_by(get(proxy.port, "/echo")) for _ in range(10)] == ["b"] * 10
+    assert not log_lines(proxy, "reload failed"), proxy.stderr()
+    assert_logged_times(proxy, "SIGHUP is for the master", 1)
+
+
+def test_sigterm_to_a_worker_stops_it_and_the_master_replaces_it(backend, start_proxy):
+    """SIGTERM sent to worker 1 itself: it stops gracefully (exit status 0),
+    as an nginx worker does, and the master starts another worker 1; rsp
+    serves throughout (worker 2 was there)."""
+    proxy = start_proxy(backend, workers=2)
+    pids = started_workers(proxy, 2)
+    os.kill(pids[0], signal.SIGTERM)
+    wait_for_log(proxy, f"worker 1 (pid {pids[0]}) exited with status 0", POLL_TIMEOUT)
+    assert_serves(proxy)
+    wait_for(lambda: len(worker_lines(proxy)) == 3, "a third 'worker N started' line", POLL_TIMEOUT)
+    assert worker_lines(proxy)[2][0] == 1, worker_lines(proxy)
+    track([worker_lines(proxy)[2][1]])
+    assert_serves(proxy)
+
+
+def test_pkill_term_is_one_graceful_stop(make_backend, start_proxy):
+    """SIGTERM to the master and to every worker at once (`pkill rsp`):
+    each worker stops gracefully, once (the second side's signal is not
+    taken as "stop now"), and rsp exits 0."""
+    proxy = start_proxy(make_backend("a"), workers=2)
+    pids = started_workers(proxy, 2)
+    for pid in pids + [proxy.pid]:
+        os.kill(pid, signal.SIGTERM)
+    assert proxy.wait_exit(10) == 0, proxy.describe()
+    assert not log_lines(proxy, "stopping now"), proxy.stderr()
+    assert not log_lines(proxy, "stop now"), proxy.stderr()
+
+
+def test_sigusr1_to_a_worker_reopens_its_log(backend, start_proxy, tmp_path):
+    """SIGUSR1 sent to worker 1 itself is its own business: it reopens the
+    access log (after a rotation by rename, its lines go to the new file)."""
+    path = tmp_path / "access.log"
+    proxy = start_proxy(backend, workers=2, access_log=str(path))
+    pids = started_workers(proxy, 2)
+    os.rename(path, tmp_path / "access.log.1")
+    os.kill(pids[0], signal.SIGUSR1)
+    wait_for_log(proxy, f"worker 1: access_log: reopened {path}", POLL_TIMEOUT)
+    assert path.exists(), proxy.stderr()
+    assert_logged_times(proxy, "access_log: reopened", 1)
+    assert not log_lines(proxy, "cannot reopen"), proxy.stderr()

@@ -160,6 +160,7 @@ static void signal_handle(struct epoll_event_handler *self, uint32_t events)
             log_errno("reading the signalfd");
             return;
         }
+        p->signal_sender = (pid_t)info.ssi_pid;
         p->on_signal((int)info.ssi_signo);
     }
 }
