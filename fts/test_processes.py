@@ -7,7 +7,10 @@ root's when rsp drops root, goes at a clean exit, and refuses a second
 rsp while the first runs (a stale one is replaced). A signal sent to a
 worker itself (pkill, systemctl kill) is no reload: SIGHUP is logged
 and ignored, SIGTERM stops that worker gracefully (the master replaces
-it), SIGUSR1 reopens its access log.
+it), SIGUSR1 reopens its access log. With $NOTIFY_SOCKET (systemd's
+Type=notify) rsp sends READY=1 once it serves, RELOADING=1 with
+MONOTONIC_USEC then READY=1 around a reload, STOPPING=1 when it stops:
+the test binds the datagram socket itself and reads them.
 
 The command line is read from /proc/PID/cmdline, as ps reads it: the
 title, then NUL bytes (the rest of the memory argv had). Worker pids come
@@ -18,6 +21,8 @@ after its master) applies here too.
 
 import os
 import signal
+import socket
+import time
 
 import pytest
 
@@ -25,10 +30,12 @@ from checks import assert_logged_times, assert_serves, log_lines, nobody, served
 from client import get
 from netutil import free_port, wait_for
 from proxy import proxy_arguments, run_rsp
+from test_install import service_settings
 from test_operations import sighup
 from test_workers import (children, no_worker_left_behind, started_workers, track,  # noqa: F401 (autouse)
                           worker_lines, write_config)
 
+UNIT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dist", "rsp.service.in")
 POLL_TIMEOUT = 5.0   # s: a bound on waiting for something that must happen (never a measurement)
 
 pytestmark = pytest.mark.stage(19)
@@ -195,3 +202,72 @@ def test_sigusr1_to_a_worker_reopens_its_log(backend, start_proxy, tmp_path):
     assert path.exists(), proxy.stderr()
     assert_logged_times(proxy, "access_log: reopened", 1)
     assert not log_lines(proxy, "cannot reopen"), proxy.stderr()
+
+
+# -- readiness: systemd's notify protocol -----------------------------------------------
+
+
+def next_message(sock):
+    """The next datagram on `sock` (bounded by its timeout), as text."""
+    try:
+        return sock.recv(4096).decode()
+    except socket.timeout:
+        pytest.fail(f"no message on NOTIFY_SOCKET within {POLL_TIMEOUT} s")
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["alone", "master"])
+@pytest.mark.parametrize("kind", ["path", "abstract"])
+def test_notify_socket_hears_ready_reloading_stopping(make_backend, start_proxy, rsp, tmp_path, monkeypatch,
+                                                      workers, kind):
+    """rsp started with NOTIFY_SOCKET naming a datagram socket the test
+    holds (a path, or "@name" for an abstract one): READY=1 once it
+    serves; on SIGHUP "RELOADING=1" with MONOTONIC_USEC (a time on the
+    monotonic clock between the signal and the message) then READY=1;
+    on SIGTERM STOPPING=1; nothing else (no worker speaks), and rsp
+    exits 0."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.settimeout(POLL_TIMEOUT)
+    if kind == "path":
+        address = name = str(tmp_path / "notify")
+    else:
+        address = f"\0rsp-fts-notify-{os.getpid()}-{free_port()}"
+        name = "@" + address[1:]
+    sock.bind(address)
+    try:
+        monkeypatch.setenv("NOTIFY_SOCKET", name)
+        a = make_backend("a")
+        proxy = start_proxy(a, workers=workers)
+        monkeypatch.delenv("NOTIFY_SOCKET")
+        assert next_message(sock) == "READY=1"
+        assert_serves(proxy)
+
+        write_config(rsp, proxy, tmp_path, [make_backend("b")], workers=workers)
+        before = time.monotonic_ns() // 1000
+        sighup(proxy, 2)
+        reloading = next_message(sock)
+        after = time.monotonic_ns() // 1000
+        lines = reloading.split("\n")
+        assert lines[0] == "RELOADING=1" and len(lines) == 2 and lines[1].startswith("MONOTONIC_USEC="), reloading
+        assert before <= int(lines[1].split("=", 1)[1]) <= after, (before, reloading, after)
+        assert next_message(sock) == "READY=1"
+
+        os.kill(proxy.pid, signal.SIGTERM)
+        assert next_message(sock) == "STOPPING=1"
+        assert proxy.wait_exit(10) == 0, proxy.describe()
+        sock.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            extra = sock.recv(4096)
+            pytest.fail(f"a message after STOPPING=1: {extra!r}")
+    finally:
+        sock.close()
+
+
+def test_unit_is_type_notify():
+    """The systemd unit waits for rsp's READY=1 (Type=notify), hears the
+    main process alone (NotifyAccess=main: the workers say nothing) and
+    reloads by SIGHUP to it."""
+    with open(UNIT) as f:
+        service = service_settings(f.read())
+    assert service.get("Type") == ["notify"], service.get("Type")
+    assert service.get("NotifyAccess") == ["main"], service.get("NotifyAccess")
+    assert service.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], service.get("ExecReload")

@@ -12,6 +12,7 @@
 #include "health.h"
 #include "log.h"
 #include "net.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -233,7 +234,8 @@ static bool same_text(const char *a, const char *b)
     return a == NULL || strcmp(a, b) == 0;
 }
 
-void process_reload(struct process *p, const struct reload_ops *ops)
+/* process_reload, between the notifications. */
+static void reload(struct process *p, const struct reload_ops *ops)
 {
     struct config *current = generation_current(), *next;
     bool moved;
@@ -275,6 +277,14 @@ void process_reload(struct process *p, const struct reload_ops *ops)
     log_msg("reloaded %s: generation %u", p->config_path, generation_install(next, true));
     if (ops->installed != NULL)
         ops->installed(p, next, moved);
+}
+
+void process_reload(struct process *p, const struct reload_ops *ops)
+{
+    /* systemd hears of the master's reload (a worker sends nothing). */
+    notify_reloading();
+    reload(p, ops);
+    notify_ready();
 }
 
 void process_clean_up(struct process *p)

@@ -15,6 +15,7 @@
 #include "health.h"
 #include "listener.h"
 #include "log.h"
+#include "notify.h"
 #include "proctitle.h"
 #include "reactor.h"
 #include "relay.h"
@@ -180,6 +181,7 @@ static void stop(const char *why)
         return;
     }
     proxy.stopping = true;
+    notify_stopping(); /* rsp alone: a worker sends nothing */
     listeners_stop(&proxy.listeners);
     log_msg("%s: stopping; %zu connection%s open, requests in flight get up to %g s", why,
             proxy.relays.count, proxy.relays.count == 1 ? "" : "s", timeout);
@@ -251,6 +253,7 @@ int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool ann
     if (announce) {
         printf("Started. Listening on port %s.\n", generation_current()->listen_port);
         fflush(stdout);
+        notify_ready();
     }
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)

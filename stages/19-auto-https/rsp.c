@@ -28,6 +28,7 @@
 #include "config.h"
 #include "generation.h"
 #include "log.h"
+#include "notify.h"
 #include "pid_file.h"
 #include "privileges.h"
 #include "process.h"
@@ -144,6 +145,7 @@ int main(int argc, char *argv[])
      * which): argv's memory is cleared for that first. */
     if (proctitle_init(argc, argv) == -1)
         return 1;
+    notify_init();
     process.config_path = argv[1];
     /* The shared counters come first: the config finds its backends' and
      * sites' slots in them, and every worker forked later shares them. */
