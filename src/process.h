@@ -39,6 +39,7 @@ struct process {
     struct status_facts facts;
     struct epoll_event_handler signals; /* the signalfd */
     void (*on_signal)(int signo);   /* what each signal read from it goes to */
+    pid_t signal_sender;            /* during on_signal: who sent it (0: the kernel) */
 };
 
 /* Opens what c's `listen` and `tls.listen` ask for: `count` pairs of
@@ -133,7 +134,10 @@ void master_forget(void);
 int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool announce);
 
 /* A signal of a process serving clients (rsp alone, or a worker):
- * SIGHUP, SIGUSR1, SIGTERM, SIGINT. */
+ * SIGHUP, SIGUSR1, SIGTERM, SIGINT. A worker reloads on its master's
+ * SIGHUP alone (another is logged and ignored), and stops gracefully on
+ * a SIGTERM or SIGINT from either side (a second from the same side:
+ * at once). */
 void worker_signal(int signo);
 
 /* In a worker just forked (worker.c) by the master `master`: serves

@@ -2,7 +2,9 @@
  * the signals of a process that serves (SIGHUP reloads, SIGUSR1 reopens
  * the access log, SIGTERM and SIGINT stop gracefully). That process is
  * rsp alone (one worker, the default), or a worker the master forked
- * (master.c), which first forgets what was the master's. */
+ * (master.c), which first forgets what was the master's; a worker
+ * reloads only when its master says so (a SIGHUP sent to it directly,
+ * as pkill -HUP rsp does, is logged and ignored). */
 #include "process.h"
 
 #include "access_log.h"
@@ -13,6 +15,8 @@
 #include "health.h"
 #include "listener.h"
 #include "log.h"
+#include "notify.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "relay.h"
 #include "stats.h"
@@ -40,7 +44,10 @@ static struct {
     struct listen_fds mine;     /* a worker's own sockets, among the master's */
     struct timer shutdown_timer;
     bool stopping;
+    bool stop_from_master;      /* stopping: the master has asked (SIGTERM) */
+    bool stop_from_others;      /* stopping: someone else has (kill, pkill) */
     int worker;                 /* this process is worker N (1, 2, ...); 0: rsp alone */
+    pid_t master;               /* a worker's master */
 } proxy;
 
 /* Starts a listener on each socket of fds, which belong to them from
@@ -174,6 +181,7 @@ static void stop(const char *why)
         return;
     }
     proxy.stopping = true;
+    notify_stopping(); /* rsp alone: a worker sends nothing */
     listeners_stop(&proxy.listeners);
     log_msg("%s: stopping; %zu connection%s open, requests in flight get up to %g s", why,
             proxy.relays.count, proxy.relays.count == 1 ? "" : "s", timeout);
@@ -186,8 +194,37 @@ static void stop(const char *why)
     relay_drain_all(&proxy.relays);
 }
 
+/* A worker's SIGTERM or SIGINT: the master's (it stops, or `listen`
+ * moved) and one sent to the worker itself (`pkill rsp` reaches every
+ * process) each stop it gracefully, as nginx's workers do (the master
+ * replaces one it did not stop); only a second from the same side means
+ * "now", so that `pkill rsp` is one graceful stop, not two signals. */
+static void worker_stop(int signo)
+{
+    bool *asked = proxy.p->signal_sender == proxy.master ? &proxy.stop_from_master : &proxy.stop_from_others;
+
+    if (proxy.stopping && !*asked) {
+        *asked = true;
+        log_msg("%s: already stopping", strsignal(signo));
+        return;
+    }
+    *asked = true;
+    stop(strsignal(signo));
+}
+
 void worker_signal(int signo)
 {
+    /* A reload is the master's: it reads the config for every worker. A
+     * worker signalled directly (pkill -HUP rsp, systemctl kill -s HUP)
+     * must not try one of its own. */
+    if (signo == SIGHUP && proxy.worker != 0 && proxy.p->signal_sender != proxy.master) {
+        log_msg("SIGHUP is for the master (PID %ld): ignored", (long)proxy.master);
+        return;
+    }
+    if ((signo == SIGTERM || signo == SIGINT) && proxy.worker != 0) {
+        worker_stop(signo);
+        return;
+    }
     switch (signo) {
     case SIGHUP:
         if (proxy.stopping)
@@ -216,6 +253,7 @@ int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool ann
     if (announce) {
         printf("Started. Listening on port %s.\n", generation_current()->listen_port);
         fflush(stdout);
+        notify_ready();
     }
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)
@@ -302,8 +340,10 @@ void worker_run(struct process *p, int slot, int row, struct listen_fds fds, boo
 
     snprintf(tag, sizeof tag, "worker %d", slot);
     log_set_tag(tag);
+    proctitle_set("rsp: worker process %d", slot);
     proxy.p = p;
     proxy.worker = slot;
+    proxy.master = master;
     proxy.mine = fds;
     stats_use_row(row);
     /* A worker must not outlive its master: nobody would stop it. */

@@ -338,7 +338,7 @@ static int read_text(lua_State *L, const char *path, const char *name, char **ou
     return rc;
 }
 
-/* shutdown_timeout, access_log, access_log_format and user. */
+/* shutdown_timeout, access_log, access_log_format, user and pid_file. */
 static int read_operations(lua_State *L, const char *path, struct operations *o)
 {
     char *format = NULL;
@@ -348,7 +348,7 @@ static int read_operations(lua_State *L, const char *path, struct operations *o)
                     &o->shutdown_timeout) == -1 ||
         read_text(L, path, "access_log", &o->access_log) == -1 ||
         read_text(L, path, "access_log_format", &format) == -1 ||
-        read_text(L, path, "user", &o->user) == -1)
+        read_text(L, path, "user", &o->user) == -1 || read_text(L, path, "pid_file", &o->pid_file) == -1)
         goto out;
     if (format != NULL && strcmp(format, "timed") != 0 && strcmp(format, "combined") != 0) {
         config_error(path, "setting 'access_log_format' must be \"combined\" or \"timed\", not \"%.100s\"",
@@ -373,7 +373,7 @@ static const char *const settings[] = {
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
-    "access_log_format", "user", "status_listen", "status_public", "workers", "reuseport", "tls",
+    "access_log_format", "user", "pid_file", "status_listen", "status_public", "workers", "reuseport", "tls",
     "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
     "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
     "max_temp_file_size", NULL,
@@ -553,8 +553,9 @@ void config_free(struct config *config)
     config_free_tls(&config->tls);
     free(config->operations.access_log);
     free(config->operations.user);
+    free(config->operations.pid_file);
     free(config->buffering.temp_dir);
-    config->operations.access_log = config->operations.user = NULL;
+    config->operations.access_log = config->operations.user = config->operations.pid_file = NULL;
     pool_free(&config->default_pool);
     for (size_t i = 0; i < config->pool_count; i++) {
         free(config->pools[i].name);

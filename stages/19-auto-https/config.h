@@ -32,6 +32,7 @@ struct operations {
     char *access_log;           /* its path; NULL: no access log */
     bool access_log_timed;      /* access_log_format = "timed" */
     char *user;                 /* drop to this user after binding; NULL: stay */
+    char *pid_file;             /* the master's (or rsp alone's) pid goes there; NULL: none */
 };
 
 /* Seeing and scaling (chapters 12 and 13). */

@@ -21,6 +21,8 @@
 #include "config.h"
 #include "generation.h"
 #include "log.h"
+#include "notify.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "stats.h"
 #include "timer.h"
@@ -335,6 +337,7 @@ static void stop(int signo)
         return;
     }
     master.stopping = true;
+    notify_stopping();
     timer_disarm(&master.respawn);
     for (size_t i = 0; i < STATS_ROWS; i++)
         if (master.workers[i].state == WORKER_WAITING)
@@ -379,6 +382,7 @@ int master_run(struct process *p)
 
     master.p = p;
     master.pid = getpid();
+    proctitle_set("rsp: master process %s", p->config_path);
     timer_init(&master.respawn, respawn_fired, NULL);
     timer_init(&master.kill, kill_fired, NULL);
     log_msg("master: %u workers%s", generation_current()->scaling.workers,
@@ -386,6 +390,7 @@ int master_run(struct process *p)
     start_all();
     printf("Started. Listening on port %s.\n", generation_current()->listen_port);
     fflush(stdout);
+    notify_ready();
     status = reactor_run() == 0 ? 0 : 1;
     if (status == 0)
         log_msg("stopped");

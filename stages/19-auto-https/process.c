@@ -12,6 +12,7 @@
 #include "health.h"
 #include "log.h"
 #include "net.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -160,6 +161,7 @@ static void signal_handle(struct epoll_event_handler *self, uint32_t events)
             log_errno("reading the signalfd");
             return;
         }
+        p->signal_sender = (pid_t)info.ssi_pid;
         p->on_signal((int)info.ssi_signo);
     }
 }
@@ -224,14 +226,16 @@ static void reload_failed(struct process *p, const struct reload_ops *ops, struc
     log_msg("reload failed: generation %u keeps serving", generation_current()->generation);
 }
 
-static bool same_user(const struct config *a, const struct config *b)
+/* Two settings' texts (NULL: not set) are the same. */
+static bool same_text(const char *a, const char *b)
 {
-    if ((a->operations.user == NULL) != (b->operations.user == NULL))
+    if ((a == NULL) != (b == NULL))
         return false;
-    return a->operations.user == NULL || strcmp(a->operations.user, b->operations.user) == 0;
+    return a == NULL || strcmp(a, b) == 0;
 }
 
-void process_reload(struct process *p, const struct reload_ops *ops)
+/* process_reload, between the notifications. */
+static void reload(struct process *p, const struct reload_ops *ops)
 {
     struct config *current = generation_current(), *next;
     bool moved;
@@ -262,8 +266,10 @@ void process_reload(struct process *p, const struct reload_ops *ops)
         log_msg("config reloaded: generation %u", generation_install(next, false));
         return;
     }
-    if (!same_user(current, next))
+    if (!same_text(current->operations.user, next->operations.user))
         log_msg("setting 'user' changed: that takes a restart; the rest of the config is reloaded");
+    if (!same_text(current->operations.pid_file, next->operations.pid_file))
+        log_msg("setting 'pid_file' changed: that takes a restart; the rest of the config is reloaded");
     if (moved && ops->use_moved != NULL)
         ops->use_moved(p, next);
     p->facts.reloads_ok++;
@@ -271,6 +277,14 @@ void process_reload(struct process *p, const struct reload_ops *ops)
     log_msg("reloaded %s: generation %u", p->config_path, generation_install(next, true));
     if (ops->installed != NULL)
         ops->installed(p, next, moved);
+}
+
+void process_reload(struct process *p, const struct reload_ops *ops)
+{
+    /* systemd hears of the master's reload (a worker sends nothing). */
+    notify_reloading();
+    reload(p, ops);
+    notify_ready();
 }
 
 void process_clean_up(struct process *p)

@@ -28,8 +28,11 @@
 #include "config.h"
 #include "generation.h"
 #include "log.h"
+#include "notify.h"
+#include "pid_file.h"
 #include "privileges.h"
 #include "process.h"
+#include "proctitle.h"
 #include "reactor.h"
 #include "stats.h"
 #include "version.h"
@@ -143,6 +146,11 @@ int main(int argc, char *argv[])
         return check_config(argv[2]);
     if (argc != 2 || argv[1][0] == '-')
         return usage(stderr, 2);
+    /* The master and the workers retitle themselves (ps shows which is
+     * which): argv's memory is cleared for that first. */
+    if (proctitle_init(argc, argv) == -1)
+        return 1;
+    notify_init();
     process.config_path = argv[1];
     /* The shared counters come first: the config finds its backends' and
      * sites' slots in them, and every worker forked later shares them. */
@@ -153,6 +161,8 @@ int main(int argc, char *argv[])
         goto out_stats;
     /* What rsp -t checks: the files, as the user rsp becomes below. */
     if (config_check_user(process.config_path, config) == -1)
+        goto out_config;
+    if (config->operations.pid_file != NULL && pid_file_check(config->operations.pid_file) == -1)
         goto out_config;
 
     /* A client that disconnects while we write to it must give us EPIPE,
@@ -186,6 +196,9 @@ int main(int argc, char *argv[])
     /* The ACME storage too: made as root, given to the user. */
     if (acme_client_prepare(config->tls.acme, config->operations.user) == -1)
         goto out_sockets;
+    /* The pid file is root's, as nginx's: written before root is given up. */
+    if (config->operations.pid_file != NULL && pid_file_write(config->operations.pid_file) == -1)
+        goto out_sockets;
     if (config->operations.user != NULL) {
         /* The log file becomes the user's, as nginx does it: after a
          * SIGUSR1 rsp opens it again with that user's rights. */
@@ -193,7 +206,7 @@ int main(int argc, char *argv[])
         if (uid != -1)
             access_log_give_to((uid_t)uid);
         if (privileges_drop(config->operations.user) == -1)
-            goto out_sockets;
+            goto out_pid_file;
     }
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
@@ -211,10 +224,13 @@ int main(int argc, char *argv[])
         process.sockets.count = 0; /* the listeners own them now */
         status = worker_serve(&process, fds, false, true);
     }
+    pid_file_remove();
     process_clean_up(&process);
     stats_close();
     return status;
 
+out_pid_file:
+    pid_file_remove();
 out_sockets:
     status_stop(process.status);
     access_log_close();
