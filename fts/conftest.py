@@ -21,6 +21,8 @@ make -C src) before running the suite.
 import contextlib
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 
 import pytest
@@ -289,3 +291,14 @@ def nginx(static_site, tmp_path_factory):
     server = Nginx(binary, str(root), str(tmp_path_factory.mktemp("nginx")))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every user may traverse (pytest's tmp_path is root's
+    alone), removed at teardown: for what rsp reads or writes once it has
+    dropped root for user = "nobody"."""
+    directory = tempfile.mkdtemp(prefix="rsp-shared-")
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

@@ -29,7 +29,6 @@ import re
 import shutil
 import ssl
 import subprocess
-import tempfile
 import urllib.request
 
 import pytest
@@ -199,14 +198,3 @@ def challenge_lines(access_log):
         return []
     with open(access_log, errors="replace") as f:
         return re.findall(rf'"GET {re.escape(CHALLENGE)}(\S+) HTTP/1\.[01]" (\d{{3}}) ', f.read())
-
-
-@pytest.fixture
-def shared_dir():
-    """A directory every user may traverse (pytest's tmp_path is root's
-    alone), removed at teardown: for what rsp reads or writes once it has
-    dropped root for user = "nobody"."""
-    directory = tempfile.mkdtemp(prefix="rsp-acme-")
-    os.chmod(directory, 0o755)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)

@@ -73,7 +73,7 @@ import pytest
 from checks import log_lines, nobody, proc_uid, wait_for_log
 from client import build_request, get, read_response
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
-from pebble import START_TIMEOUT, challenge_lines, daemons, missing_tools, shared_dir, start_pebble  # noqa: F401 (fixtures)
+from pebble import START_TIMEOUT, challenge_lines, daemons, missing_tools, start_pebble  # noqa: F401 (fixtures)
 from proxy import backend_address, proxy_arguments
 
 MISSING = missing_tools("certbot")

@@ -71,7 +71,7 @@ from checks import assert_config_error, log_lines, nobody, proc_uid, served_by  
 from client import get  # noqa: E402
 from conftest import _stopped_at_teardown  # noqa: E402
 from netutil import LOOPBACK, free_port, wait_until_listening  # noqa: E402
-from pebble import (challenge_lines, daemons, missing_tools, shared_dir,  # noqa: E402,F401 (fixtures)
+from pebble import (challenge_lines, daemons, missing_tools,  # noqa: E402,F401 (fixtures)
                     start_pebble)
 from promparse import parse as parse_metrics, value as metric_value  # noqa: E402
 from proxy import proxy_arguments, run_rsp  # noqa: E402

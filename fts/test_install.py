@@ -10,6 +10,7 @@ into DESTDIR=tmp_path. `make install` builds src/rsp first if it is out of
 date (./run_integration_tests has built it already)."""
 
 import os
+import pathlib
 import pwd
 import grp
 import re
@@ -250,10 +251,13 @@ def test_uninstall_keeps_config_and_logs(tmp_path):
 # -- the installed files pass their tools' checks ----------------------------------
 
 @pytest.mark.stage(11)
-def test_example_config_passes_rsp_t(tmp_path):
+def test_example_config_passes_rsp_t(shared_dir):
     """The installed rsp checks the installed config with -t: `rsp: FILE:
     ok`, status 0, no warning (a setting rsp does not know would get one);
-    a broken copy gets status 1 and no ok."""
+    a broken copy gets status 1 and no ok. The install goes to a directory
+    every user may traverse: from stage 19 on, rsp -t run as root checks
+    that the config's `user` can reach what the config names."""
+    tmp_path = pathlib.Path(shared_dir)
     make("install", tmp_path)
     binary = str(tmp_path / "usr/local/bin/rsp")
     why_not = supports_stage_10(binary)
