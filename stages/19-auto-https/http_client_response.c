@@ -153,21 +153,45 @@ static int parse_heads(struct http_client_parser *p)
     }
 }
 
+/* True if the head bytes from `from` on may end a head: a blank line
+ * ("\n\n" or "\n\r\n") that begins at or after from - 2. Until one
+ * comes (or the head outgrows its room) the head is not parsed again: a
+ * server sending a byte at a time would otherwise make us parse its head
+ * once per byte, quadratic in its size. */
+static bool head_may_end(const struct http_client_parser *p, size_t from)
+{
+    const char *buf = buffer_bytes(&p->head);
+    size_t len = buffer_length(&p->head);
+
+    for (size_t i = from >= 2 ? from - 2 : 0; i + 1 < len; i++)
+        if (buf[i] == '\n' && (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n')))
+            return true;
+    return len > HTTP_CLIENT_MAX_HEAD - p->heads_length;
+}
+
 int http_client_parser_feed(struct http_client_parser *p, const char *data, size_t len)
 {
+    size_t had;
+
     if (p->result != 0)
         return p->result;
     if (p->body_started)
         return take_body(p, data, len);
     if (len == 0)
         return 0;
+    had = buffer_length(&p->head);
     if (buffer_append(&p->head, data, len) == -1)
         return fail(p, "out of memory");
-    return parse_heads(p);
+    return head_may_end(p, had) ? parse_heads(p) : 0;
 }
 
 int http_client_parser_end(struct http_client_parser *p)
 {
+    /* What the head holds so far is parsed first: feed leaves a head with
+     * no blank line yet unparsed, and a malformed one is malformed however
+     * the bytes arrived. */
+    if (p->result == 0 && !p->body_started && buffer_length(&p->head) > 0)
+        parse_heads(p);
     if (p->result != 0)
         return p->result;
     if (p->until_close) {
