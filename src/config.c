@@ -5,6 +5,7 @@
  * environment or share pieces between files, and we only check the result. */
 #include "config.h"
 
+#include "access_log.h"
 #include "config_read.h"
 #include "net.h"
 #include "route.h"
@@ -339,6 +340,19 @@ static int read_text(lua_State *L, const char *path, const char *name, char **ou
     return rc;
 }
 
+/* The enum access_format that name gives (NULL: combined), or -1. */
+static int access_format_named(const char *name)
+{
+    static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
+
+    if (name == NULL)
+        return ACCESS_COMBINED;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i; /* in enum access_format's order */
+    return -1;
+}
+
 /* shutdown_timeout, access_log, access_log_format, user, pid_file and
  * ticket_key_lifetime (from a second, for tests, to a week). */
 static int read_operations(lua_State *L, const char *path, struct operations *o)
@@ -354,12 +368,12 @@ static int read_operations(lua_State *L, const char *path, struct operations *o)
         read_number(L, path, "ticket_key_lifetime", DEFAULT_TICKET_KEY_LIFETIME, 1, 604800,
                     &o->ticket_key_lifetime) == -1)
         goto out;
-    if (format != NULL && strcmp(format, "timed") != 0 && strcmp(format, "combined") != 0) {
-        config_error(path, "setting 'access_log_format' must be \"combined\" or \"timed\", not \"%.100s\"",
-                     format);
+    o->access_log_format = access_format_named(format);
+    if (o->access_log_format == -1) {
+        config_error(path, "setting 'access_log_format' must be \"combined\", \"timed\", \"vhost_combined\" "
+                     "or \"json\", not \"%.100s\"", format);
         goto out;
     }
-    o->access_log_timed = format != NULL && strcmp(format, "timed") == 0;
     if (o->user != NULL && getpwnam(o->user) == NULL) {
         config_error(path, "setting 'user': there is no user \"%.100s\" on this system", o->user);
         goto out;

@@ -98,7 +98,7 @@ static int check_config(const char *path)
     if (c == NULL)
         return 1;
     /* As nginx -t does: a log that cannot be opened fails the check. */
-    if (c->operations.access_log != NULL) {
+    if (c->operations.access_log != NULL && !access_log_is_stderr(c->operations.access_log)) {
         fd = open(c->operations.access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
         if (fd == -1) {
             fprintf(stderr, "rsp: %s: setting 'access_log': cannot open %s: %s\n", path,
