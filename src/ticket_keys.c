@@ -2,8 +2,6 @@
  * OpenSSL's callback that uses them (see ticket_keys.h). */
 #include "ticket_keys.h"
 
-#include "config.h"
-#include "generation.h"
 #include "log.h"
 #include "reactor.h"
 #include "timer.h"
@@ -105,6 +103,9 @@ int ticket_keys_init(void)
     return 0;
 }
 
+/* ticket_key_lifetime as the generation in service says (set_lifetime). */
+static double lifetime_now;
+
 /* Arms the next rotation, `lifetime` seconds from now. */
 static int arm(double lifetime)
 {
@@ -122,14 +123,20 @@ static void rotation_fired(struct timer *timer)
         log_msg("no random bytes for a new session-ticket key: the current one is kept");
     else
         log_msg("session-ticket key rotated");
-    /* The current generation's lifetime: a reload's counts from here. */
-    arm(generation_current()->operations.ticket_key_lifetime);
+    /* The lifetime in force now: a reload's counts from here. */
+    arm(lifetime_now);
 }
 
 int ticket_keys_start(double lifetime)
 {
+    lifetime_now = lifetime;
     timer_init(&rotation, rotation_fired, NULL);
     return ticket_keys_init() == -1 ? -1 : arm(lifetime);
+}
+
+void ticket_keys_set_lifetime(double lifetime)
+{
+    lifetime_now = lifetime;
 }
 
 void ticket_keys_close(void)

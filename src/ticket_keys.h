@@ -33,6 +33,10 @@ int ticket_keys_init(void);
 int ticket_keys_start(double lifetime);
 
 /* Stops rotating (before the reactor closes) and unmaps the keys. */
+/* A reload's ticket_key_lifetime: it counts from the next rotation on
+ * (generation.c, in the process that rotates). */
+void ticket_keys_set_lifetime(double lifetime);
+
 void ticket_keys_close(void);
 
 /* Makes ctx (a server context) encrypt and decrypt its tickets with the
