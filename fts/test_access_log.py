@@ -22,13 +22,14 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
 import pytest
 
 from client import Conn, exchange, request
-from netutil import LOOPBACK, wait_for
+from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from proxy import proxy_arguments
 
 pytestmark = pytest.mark.stage(11)
@@ -372,3 +373,182 @@ def test_no_access_log_by_default(ka, start_proxy, tmp_path):
     time.sleep(1.5)  # longer than the log's flush interval
     assert set(os.listdir(tmp_path)) == before
     assert "/quiet?size=1" not in proxy.stderr() + proxy.stdout()
+
+
+# -- stage 19: standard error, vhost_combined, json ---------------------------------------
+
+# vhost_combined: the Host as sent (its port left out; space and what
+# quotes escape written \xHH) and the port the client connected to, then
+# the combined line.
+VHOST_LINE = re.compile(r'^(?P<vhost>(?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9A-Fa-f]{2})+):(?P<port>\d+) (?P<rest>.*)$')
+
+
+def read_socket_until(sock, done, what):
+    """Bytes read from `sock` until done(bytes so far) is true (bounded by
+    POLL_TIMEOUT); fails saying `what` did not come."""
+    data = b""
+    deadline = time.monotonic() + POLL_TIMEOUT
+    while not done(data):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {what} on rsp's standard error within {POLL_TIMEOUT} s; it got:\n{data.decode('latin-1')}"
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        assert chunk, f"rsp's standard error closed before {what}; it got:\n{data.decode('latin-1')}"
+        data += chunk
+    return data
+
+
+def log_lines_in(data):
+    """The access log lines among what rsp wrote on standard error (its
+    own messages start with "rsp")."""
+    return [line for line in data.decode("latin-1").splitlines() if LINE.match(line)]
+
+
+@pytest.mark.stage(19)
+@pytest.mark.parametrize("path_name,workers", [("stderr", 1), ("-", 2)])
+def test_stderr_on_a_socket(ka, rsp, tmp_path, path_name, workers):
+    """access_log = "stderr" (or "-") with rsp's stdout and stderr sockets,
+    as under systemd (the journal's stream socket), where "/dev/stdout"
+    cannot be opened: every request's line arrives on the socket whole
+    (each parses; with two workers too, whose lines never interleave),
+    and SIGUSR1 has nothing to reopen and changes nothing."""
+    port = free_port()
+    args = proxy_arguments(rsp.stage, port, [], str(tmp_path),
+                           {"sites": {SITE: [ka]}, "access_log": path_name, "workers": workers})
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    process = subprocess.Popen([rsp.binary, *args], stdin=subprocess.DEVNULL, stdout=theirs, stderr=theirs,
+                               cwd=str(tmp_path))
+    theirs.close()
+    try:
+        wait_until_listening(port, process, POLL_TIMEOUT, what="rsp")
+        count = 40
+        for i in range(count):
+            r = request(port, f"/cl?size={i}", host=SITE, headers=[("User-Agent", "a" * 300 + str(i))])
+            assert r.status == 200, r
+        data = read_socket_until(ours, lambda d: len(log_lines_in(d)) >= count, f"{count} access log lines")
+        lines = log_lines_in(data)
+        assert sorted(parse(line)["request"] for line in lines) == sorted(
+            f"GET /cl?size={i} HTTP/1.1" for i in range(count)), data.decode("latin-1")
+        process.send_signal(signal.SIGUSR1)
+        assert request(port, "/after", host=SITE).status == 200
+        data += read_socket_until(ours, lambda d: "/after" in d.decode("latin-1"), "the line after SIGUSR1")
+        assert "cannot reopen" not in data.decode("latin-1"), data.decode("latin-1")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=POLL_TIMEOUT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        ours.close()
+
+
+def hostile_requests(proxy):
+    """Sends requests with hostile targets and headers; returns what each
+    line must say: (request line, Referer, User-Agent, Host) as bytes
+    (None: absent), in order."""
+    agent = b'evil" 200 999 "x\\y\tz\xe9\xff\xc3\xa9 {"a":1}'
+    referer = b'http://r/"q"\\'
+    sent = []
+    r = exchange(proxy.port, b'GET /cl?size=5&a="b"\\c HTTP/1.1\r\nHost: ' + SITE.encode() + b':' +
+                 str(proxy.port).encode() + b'\r\nUser-Agent: ' + agent + b'\r\nReferer: ' + referer +
+                 b'\r\nConnection: close\r\n\r\n')
+    sent.append((b'GET /cl?size=5&a="b"\\c HTTP/1.1', referer, agent, SITE.encode(), r))
+    r = exchange(proxy.port, b"GET /caf\xe9\x01\x1b[2J HTTP/1.1\r\nHost: " + SITE.encode() + b"\r\n\r\n")
+    sent.append((b"GET /caf\xe9\x01\x1b[2J HTTP/1.1", None, None, None, r))
+    r = exchange(proxy.port, b"GET /cl?size=2 HTTP/1.1\r\nHost: Odd Host\"\\\r\nConnection: close\r\n\r\n")
+    sent.append((b"GET /cl?size=2 HTTP/1.1", None, None, b'Odd Host"\\', r))
+    return sent
+
+
+@pytest.mark.stage(19)
+def test_vhost_combined_lines(ka, start_proxy, log_path):
+    """access_log_format = "vhost_combined": Apache's, the Host the client
+    sent (without its port; a space or quote in it escaped \\xHH) and the
+    port it connected to first, then the combined line, fields escaped as
+    ever; "-" when there was no Host (or no head)."""
+    proxy = start_logging(start_proxy, ka, log_path, access_log_format="vhost_combined")
+    sent = hostile_requests(proxy)
+    lines = wait_lines(log_path, len(sent))
+    for line, (request_line, referer, agent, host, r) in zip(lines, sent):
+        m = VHOST_LINE.match(line)
+        assert m, f"not a vhost_combined line: {line!r}"
+        want_host = "-" if host is None else "".join(
+            f"\\x{b:02x}" if b in (0x20, 0x22, 0x5C) or b < 0x20 or b >= 0x7F else chr(b) for b in host)
+        assert hex_lower(m["vhost"]) == want_host, line
+        assert int(m["port"]) == proxy.port, line
+        assert_line(m["rest"], request_line, r.status, len(r.body), referer or "-", agent or "-")
+
+
+@pytest.mark.stage(19)
+def test_goaccess_reads_vhost_combined(ka, start_proxy, log_path, tmp_path):
+    """goaccess --log-format=VCOMBINED reads every line of a vhost_combined
+    log of requests for two sites, and tells the two hosts apart."""
+    binary = shutil.which("goaccess")
+    if binary is None:
+        pytest.skip("goaccess is not installed (apt-get install goaccess; setup-env.sh installs it)")
+    other = "other.test"
+    proxy = start_proxy(sites={SITE: [ka], other: [ka]}, access_log=log_path, access_log_format="vhost_combined")
+    count = 0
+    for i in range(5):
+        for host in (SITE, other, f"{SITE}:{proxy.port}"):
+            r = ask(proxy, f'/cl?size={i}&q="x"', host=host, headers=[("User-Agent", f'Mozilla "q" \\ {i}')])
+            assert r.status == 200, r
+            count += 1
+    wait_lines(log_path, count)
+    out = tmp_path / "report.json"
+    result = subprocess.run([binary, log_path, "--log-format=VCOMBINED", "--no-global-config", "-o", str(out)],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                            cwd=str(tmp_path))
+    assert result.returncode == 0, f"goaccess failed ({result.returncode}): {result.stderr[-2000:]}"
+    report = json.loads(out.read_text())
+    general = report["general"]
+    assert general["failed_requests"] == 0, general
+    assert general["total_requests"] == count and general["valid_requests"] == count, general
+    hosts = {item["data"]: item["hits"]["count"] for item in report["vhosts"]["data"]}
+    assert hosts == {SITE: 10, other: 5}, hosts
+
+
+@pytest.mark.stage(19)
+def test_json_lines(ka, start_proxy, log_path):
+    """access_log_format = "json": one JSON object a line, which Python's
+    json reads; every string (target, headers, host) comes back exactly
+    as the client sent its bytes when read as Latin-1 (quotes,
+    backslashes, control bytes, invalid UTF-8 alike); the line itself is
+    ASCII; absent fields are null; time is ISO 8601 and now."""
+    proxy = start_logging(start_proxy, ka, log_path, access_log_format="json")
+    sent = hostile_requests(proxy)
+    lines = wait_lines(log_path, len(sent))
+    for line, (request_line, referer, agent, host, r) in zip(lines, sent):
+        assert line.isascii(), line
+        entry = json.loads(line)
+
+        def raw(name):
+            return None if entry[name] is None else entry[name].encode("latin-1")
+        assert raw("request") == request_line, line
+        method, _, rest = request_line.partition(b" ")
+        target, _, protocol = rest.rpartition(b" ")
+        assert (raw("method"), raw("path"), raw("protocol")) == (method, target, protocol), line
+        assert raw("referer") == referer and raw("user_agent") == agent, line
+        assert raw("host") == host, line
+        assert entry["port"] == proxy.port and entry["remote_addr"] == LOOPBACK, line
+        assert entry["status"] == r.status and entry["bytes"] == len(r.body), line
+        assert entry["backend"] == (f"{LOOPBACK}:{ka.port}" if r.status == 200 else None), line
+        assert isinstance(entry["request_time"], float) and 0 <= entry["request_time"] < 30, line
+        when = datetime.datetime.fromisoformat(entry["time"])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        assert when.tzinfo is not None and abs((now - when).total_seconds()) < 60, line
+
+
+@pytest.mark.stage(19)
+def test_unknown_format_refused(rsp, tmp_path):
+    """An access_log_format other than the four is refused at start, naming them."""
+    port = free_port()
+    args = proxy_arguments(rsp.stage, port, [], str(tmp_path),
+                           {"sites": {SITE: [("127.0.0.1", 1)]}, "access_log": str(tmp_path / "a.log"),
+                            "access_log_format": "apache"})
+    result = subprocess.run([rsp.binary, "-t", *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1, result
+    assert '"combined", "timed", "vhost_combined" or "json"' in result.stderr, result.stderr

@@ -276,7 +276,7 @@ CHECK_ERRORS = [
     ("backend-port-0", 'backends = { "nohost:0" }\n', "backends"),
     ("backend-unresolvable", 'backends = { "nosuchhost.invalid:80" }\n', "backends"),
     ("shutdown_timeout-negative", {"shutdown_timeout": -1}, "shutdown_timeout"),
-    ("access_log_format-unknown", {"access_log_format": "json"}, "access_log_format", STAGE_11),
+    ("access_log_format-unknown", {"access_log_format": "apache"}, "access_log_format", STAGE_11),
 ]
 
 
@@ -316,7 +316,7 @@ BAD_SETTINGS = [
     ("shutdown_timeout", -1), ("shutdown_timeout", -0.5), ("shutdown_timeout", "10"),
     ("shutdown_timeout", True),
 ] + [pytest.param(s, v, marks=STAGE_11, id=f"{s}={v!r}") for s, v in [
-    ("access_log_format", "json"), ("access_log_format", 1),
+    ("access_log_format", "apache"), ("access_log_format", 1),
     ("access_log", 5), ("access_log", True),
     ("user", True), ("user", {}),
 ]]

@@ -30,9 +30,10 @@ struct keepalive {
 struct operations {
     double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
     char *access_log;           /* its path; NULL: no access log */
-    bool access_log_timed;      /* access_log_format = "timed" */
+    int access_log_format;      /* enum access_format (access_log.h) */
     char *user;                 /* drop to this user after binding; NULL: stay */
     char *pid_file;             /* the master's (or rsp alone's) pid goes there; NULL: none */
+    double ticket_key_lifetime; /* seconds a session-ticket key encrypts (ticket_keys.h) */
 };
 
 /* Seeing and scaling (chapters 12 and 13). */
@@ -140,9 +141,13 @@ struct config {
  *   lately are kept too, up to 1024; 0: none), backend_idle_timeout = 30
  *   (seconds)
  *   shutdown_timeout = 10 (seconds requests in flight get when rsp stops)
- *   access_log = "/var/log/rsp/access.log" (off without it),
+ *   access_log = "/var/log/rsp/access.log" | "stderr" (or "-") (off without it),
  *   access_log_format = "combined" | "timed" (adds request time and backend)
+ *                       | "vhost_combined" | "json",
  *   user = "www-data"   started as root: drop to this user once listening
+ *   ticket_key_lifetime = 43200 (seconds a TLS session-ticket key makes
+ *               tickets; the one before it still decrypts: a ticket lives
+ *               at most twice this)
  *   status_listen = "127.0.0.1:9090" (off without it), status_public = false
  *               (true: status_listen may be other than a loopback address)
  *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false

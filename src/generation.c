@@ -7,6 +7,7 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "ticket_keys.h"
 
 #include <stddef.h>
 
@@ -60,6 +61,7 @@ unsigned generation_install(struct config *c, bool check_health)
     if (check_health) {
         sync_health_checks(c);
         acme_client_apply(c->tls.acme);
+        ticket_keys_set_lifetime(c->operations.ticket_key_lifetime);
     }
     if (serving)
         acme_certs_apply(c->tls.acme);

@@ -115,7 +115,7 @@ int apply_access_log(const char *path, const struct config *c)
         access_log_close();
         return 0;
     }
-    if (access_log_open(c->operations.access_log, c->operations.access_log_timed) == -1) {
+    if (access_log_open(c->operations.access_log, (enum access_format)c->operations.access_log_format) == -1) {
         fprintf(stderr, "rsp: %s: setting 'access_log': cannot open %s: %s\n", path,
                 c->operations.access_log, strerror(errno));
         return -1;

@@ -35,6 +35,7 @@
 #include "proctitle.h"
 #include "reactor.h"
 #include "stats.h"
+#include "ticket_keys.h"
 #include "version.h"
 
 #include <errno.h>
@@ -97,7 +98,7 @@ static int check_config(const char *path)
     if (c == NULL)
         return 1;
     /* As nginx -t does: a log that cannot be opened fails the check. */
-    if (c->operations.access_log != NULL) {
+    if (c->operations.access_log != NULL && !access_log_is_stderr(c->operations.access_log)) {
         fd = open(c->operations.access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
         if (fd == -1) {
             fprintf(stderr, "rsp: %s: setting 'access_log': cannot open %s: %s\n", path,
@@ -156,6 +157,9 @@ int main(int argc, char *argv[])
      * sites' slots in them, and every worker forked later shares them. */
     if (stats_init() == -1)
         return 1;
+    /* So are the session-ticket keys: a worker resumes what another issued. */
+    if (ticket_keys_init() == -1)
+        goto out_stats;
     config = config_open(process.config_path);
     if (config == NULL)
         goto out_stats;
@@ -208,6 +212,9 @@ int main(int argc, char *argv[])
         if (privileges_drop(config->operations.user) == -1)
             goto out_pid_file;
     }
+    /* The master (or rsp alone) rotates the keys; a worker forgets the timer. */
+    if (ticket_keys_start(config->operations.ticket_key_lifetime) == -1)
+        goto out_pid_file;
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
     /* The first generation: from here on the config belongs to it. */
@@ -224,6 +231,7 @@ int main(int argc, char *argv[])
         process.sockets.count = 0; /* the listeners own them now */
         status = worker_serve(&process, fds, false, true);
     }
+    ticket_keys_close(); /* its timer, before the reactor goes */
     pid_file_remove();
     process_clean_up(&process);
     stats_close();
@@ -243,6 +251,7 @@ out_config:
     if (config != NULL)
         config_release(config);
 out_stats:
+    ticket_keys_close();
     stats_close();
     return status;
 }

@@ -6,6 +6,7 @@
 
 #include "acme_certs.h"
 #include "config_read.h"
+#include "ticket_keys.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -43,13 +44,6 @@ struct tls_context {
     size_t count;               /* 0: every certificate comes from ACME (chapter 19) */
     SSL_CTX *base;              /* with count 0, where connections start: no certificate */
 };
-
-/* The keys that encrypt session tickets. Made once per process start and
- * set on every context: a ticket stays good across reloads and, since the
- * master makes them before it forks, across workers. A restart makes new
- * ones (the old tickets then fall back to a full handshake). */
-static unsigned char ticket_keys[80];
-static bool ticket_keys_made;
 
 /* "rsp: PATH: setting 'tls.certificates[N]FIELD': MESSAGE" */
 static void cert_error(const char *path, size_t index, const char *field, const char *format, ...)
@@ -221,7 +215,7 @@ SSL_CTX *tls_new_server_ctx(void)
         SSL_CTX_set_ciphersuites(ctx, TLS13_SUITES) != 1 ||
         SSL_CTX_set1_groups_list(ctx, TLS_GROUPS) != 1 || SSL_CTX_set_dh_auto(ctx, 1) != 1 ||
         SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"rsp", 3) != 1 ||
-        SSL_CTX_set_tlsext_ticket_keys(ctx, ticket_keys, sizeof ticket_keys) != 1) {
+        ticket_keys_use(ctx) != 1) {
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -395,13 +389,10 @@ struct tls_context *tls_context_load(const char *path, const struct tls_files *f
 {
     struct tls_context *t;
 
-    if (!ticket_keys_made) {
-        if (RAND_bytes(ticket_keys, sizeof ticket_keys) != 1) {
-            config_error(path, "setting 'tls': no random bytes for session tickets (%s)",
-                         openssl_reason());
-            return NULL;
-        }
-        ticket_keys_made = true;
+    /* Made before the first fork already (rsp.c); not so for rsp -t. */
+    if (ticket_keys_init() == -1) {
+        config_error(path, "setting 'tls': cannot make the session-ticket keys");
+        return NULL;
     }
     t = calloc(1, sizeof *t);
     if (t == NULL || (count > 0 && (t->certs = calloc(count, sizeof *t->certs)) == NULL)) {

@@ -5,6 +5,7 @@
  * environment or share pieces between files, and we only check the result. */
 #include "config.h"
 
+#include "access_log.h"
 #include "config_read.h"
 #include "net.h"
 #include "route.h"
@@ -30,6 +31,7 @@
 #define DEFAULT_ROUTE_TIME_LIMIT 0.1
 #define DEFAULT_KEEPALIVE_TIMEOUT 75.0
 #define DEFAULT_SHUTDOWN_TIMEOUT 10.0
+#define DEFAULT_TICKET_KEY_LIFETIME 43200.0 /* 12 hours */
 #define DEFAULT_KEEPALIVE_REQUESTS 1000
 #define DEFAULT_BACKEND_KEEPALIVE 32
 #define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
@@ -338,7 +340,21 @@ static int read_text(lua_State *L, const char *path, const char *name, char **ou
     return rc;
 }
 
-/* shutdown_timeout, access_log, access_log_format, user and pid_file. */
+/* The enum access_format that name gives (NULL: combined), or -1. */
+static int access_format_named(const char *name)
+{
+    static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
+
+    if (name == NULL)
+        return ACCESS_COMBINED;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i; /* in enum access_format's order */
+    return -1;
+}
+
+/* shutdown_timeout, access_log, access_log_format, user, pid_file and
+ * ticket_key_lifetime (from a second, for tests, to a week). */
 static int read_operations(lua_State *L, const char *path, struct operations *o)
 {
     char *format = NULL;
@@ -348,14 +364,16 @@ static int read_operations(lua_State *L, const char *path, struct operations *o)
                     &o->shutdown_timeout) == -1 ||
         read_text(L, path, "access_log", &o->access_log) == -1 ||
         read_text(L, path, "access_log_format", &format) == -1 ||
-        read_text(L, path, "user", &o->user) == -1 || read_text(L, path, "pid_file", &o->pid_file) == -1)
+        read_text(L, path, "user", &o->user) == -1 || read_text(L, path, "pid_file", &o->pid_file) == -1 ||
+        read_number(L, path, "ticket_key_lifetime", DEFAULT_TICKET_KEY_LIFETIME, 1, 604800,
+                    &o->ticket_key_lifetime) == -1)
         goto out;
-    if (format != NULL && strcmp(format, "timed") != 0 && strcmp(format, "combined") != 0) {
-        config_error(path, "setting 'access_log_format' must be \"combined\" or \"timed\", not \"%.100s\"",
-                     format);
+    o->access_log_format = access_format_named(format);
+    if (o->access_log_format == -1) {
+        config_error(path, "setting 'access_log_format' must be \"combined\", \"timed\", \"vhost_combined\" "
+                     "or \"json\", not \"%.100s\"", format);
         goto out;
     }
-    o->access_log_timed = format != NULL && strcmp(format, "timed") == 0;
     if (o->user != NULL && getpwnam(o->user) == NULL) {
         config_error(path, "setting 'user': there is no user \"%.100s\" on this system", o->user);
         goto out;
@@ -373,7 +391,7 @@ static const char *const settings[] = {
     "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
     "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
     "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
-    "access_log_format", "user", "pid_file", "status_listen", "status_public", "workers", "reuseport", "tls",
+    "access_log_format", "user", "pid_file", "ticket_key_lifetime", "status_listen", "status_public", "workers", "reuseport", "tls",
     "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
     "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
     "max_temp_file_size", NULL,

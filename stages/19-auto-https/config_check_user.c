@@ -8,6 +8,7 @@
  * good, but only in the child) and reports what it could not do through
  * a pipe; the parent stays root and says which setting, file and user. */
 #define _GNU_SOURCE /* pipe2 */
+#include "access_log.h"
 #include "config_read.h"
 
 #include <errno.h>
@@ -102,7 +103,7 @@ static void list_paths(const char *path, const struct config *c, struct access_l
         snprintf(setting, sizeof setting, "tls.certificates[%zu].%s", i / 2 + 1, i % 2 == 0 ? "cert" : "key");
         add(list, setting, tls->certificate_paths[i], READ_FILE);
     }
-    if (c->operations.access_log != NULL) {
+    if (c->operations.access_log != NULL && !access_log_is_stderr(c->operations.access_log)) {
         /* rsp creates the log file as root and gives it to the user
          * (access_log_give_to): the user must still reach it to reopen
          * it after SIGUSR1, and logrotate's `create` makes the new one. */

@@ -217,12 +217,12 @@ static const char *request_header(const struct relay *relay, const char *name, s
 /* Copies what the access log needs of the request (its head is gone by
  * the time the response ends): the request line as far as it came (up to
  * its end of line, at most max_line bytes), and, from a whole head,
- * Referer and User-Agent. Once per exchange; nothing without a log. */
+ * Referer, User-Agent and Host. Once per exchange; nothing without a log. */
 static void log_request_fields(struct relay *relay)
 {
     struct exchange *x = relay->x;
-    const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *eol;
-    size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0;
+    const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *host = NULL, *eol;
+    size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0, host_length = 0;
 
     if (!access_log_enabled() || x->log_captured || have == 0)
         return;
@@ -240,9 +240,10 @@ static void log_request_fields(struct relay *relay)
     if (x->request != NULL && x->request->head_length > 0) {
         referer = request_header(relay, "Referer", &referer_length);
         agent = request_header(relay, "User-Agent", &agent_length);
+        host = request_header(relay, "Host", &host_length);
     }
     if (keep_field(x, 0, buf, line) == -1 || keep_field(x, 1, referer, referer_length) == -1 ||
-        keep_field(x, 2, agent, agent_length) == -1) {
+        keep_field(x, 2, agent, agent_length) == -1 || keep_field(x, 3, host, host_length) == -1) {
         buffer_free(&x->log_fields);
         return; /* out of memory: this request goes unlogged */
     }
@@ -257,11 +258,11 @@ static void log_exchange(struct relay *relay)
     struct exchange *x = relay->x;
     const char *fields = buffer_bytes(&x->log_fields);
     struct access_entry e;
-    struct log_text text[3];
+    struct log_text text[4];
 
     if (!access_log_enabled() || !x->log_captured)
         return;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         size_t length = x->log_lengths[i];
         text[i] = (struct log_text){ length == SIZE_MAX ? NULL : fields, length == SIZE_MAX ? 0 : length };
         if (length != SIZE_MAX)
@@ -269,6 +270,8 @@ static void log_exchange(struct relay *relay)
     }
     e = (struct access_entry){
         .client = relay->client_address,
+        .host = text[3],
+        .port = relay->server_port,
         .request = text[0],
         .status = x->status != 0 ? x->status : 499,
         .body_bytes = x->body_bytes,

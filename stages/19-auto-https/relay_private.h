@@ -95,8 +95,8 @@ struct exchange {
     uint64_t body_bytes;             /* of it, queued for the client */
     double response_ended;           /* its last byte was queued; 0: not yet */
     bool log_captured;               /* log_fields holds the request's fields */
-    struct buffer log_fields;        /* request line, Referer, User-Agent, if there is a log */
-    size_t log_lengths[3];           /* their lengths; SIZE_MAX: not there */
+    struct buffer log_fields;        /* request line, Referer, User-Agent, Host, if there is a log */
+    size_t log_lengths[4];           /* their lengths; SIZE_MAX: not there */
 };
 
 /* One client connection. */
