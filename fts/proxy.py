@@ -596,14 +596,16 @@ class Proxy:
         self.baseline_fds = count_fds(self.pid)
 
     def _wait_ready(self):
-        """Ready means: listening on the port, and the Started line printed."""
+        """Ready means: listening on the port, and the Started line printed
+        (on stdout up to stage 18, in the error log from stage 19)."""
         try:
             wait_until_listening(self.port, self.process, READY_TIMEOUT, what="rsp")
         except RuntimeError as e:
             raise RuntimeError(f"{e}\n{self.describe()}") from None
         message = STARTED_MESSAGE.format(port=self.port)
         deadline = time.monotonic() + READY_TIMEOUT
-        while message not in self.stdout():
+        # stdout up to stage 18; from stage 19 a timestamped log line on stderr
+        while message not in self.stdout() and message not in self.stderr():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"rsp listens but never printed {message!r}\n{self.describe()}")
             time.sleep(0.02)

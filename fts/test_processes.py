@@ -20,6 +20,7 @@ after its master) applies here too.
 """
 
 import os
+import re
 import signal
 import socket
 import time
@@ -74,6 +75,21 @@ def test_rsp_alone_keeps_its_command_line(backend, start_proxy):
     proxy = start_proxy(backend)
     assert_serves(proxy)
     assert cmdline(proxy.pid) == " ".join([proxy.binary] + proxy.args)
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["alone", "master"])
+def test_started_line_is_a_timestamped_log_line(backend, start_proxy, workers):
+    """The "Started. Listening on port N." line is a line of the error log
+    like the others (date, time, "rsp: "; the journal under systemd), once,
+    and nothing at all goes to stdout (up to stage 18 it was an untimestamped
+    line on stdout, the only one)."""
+    proxy = start_proxy(backend, workers=workers)
+    assert_serves(proxy)
+    started = [line for line in proxy.stderr().splitlines() if "Started." in line]
+    assert len(started) == 1, proxy.stderr()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d rsp: Started\. Listening on port "
+                        + str(proxy.port) + r"\.", started[0]), started[0]
+    assert proxy.stdout() == "", proxy.stdout()
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["alone", "master"])

@@ -397,7 +397,8 @@ def test_two_workers_serve(make_backend, start_proxy, reuseport):
     pids = started_workers(proxy, 2)
     for pid in pids:
         assert proc_stat(pid)[1] == proxy.pid
-    assert proxy.stdout().count(f"Started. Listening on port {proxy.port}.") == 1, proxy.stdout()
+    printed = proxy.stdout() + proxy.stderr()
+    assert printed.count(f"Started. Listening on port {proxy.port}.") == 1, printed
     listeners = listening_inodes(proxy.port)
     assert len(listeners) == (2 if reuseport else 1), \
         f"{len(listeners)} sockets listen on port {proxy.port} (reuseport={reuseport}, 2 workers): {listeners}"

@@ -250,14 +250,7 @@ int worker_serve(struct process *p, struct listen_fds fds, bool shared, bool ann
     /* The certificates the ACME client keeps, served from here on. */
     if (generation_serve() == -1 || listeners_start(&proxy.listeners, fds, shared) == -1)
         return 1;
-    if (announce) {
-        printf("Started. Listening on port %s.\n", generation_current()->listen_port);
-        fflush(stdout);
-        notify_ready();
-    }
-    status = reactor_run() == 0 ? 0 : 1;
-    if (status == 0)
-        log_msg("stopped");
+    status = process_run(announce);
     /* Everything is freed, so that a leak checker at exit sees only real
      * leaks. The last generation takes its backends with it: their health
      * checks and idle connections. */

@@ -116,7 +116,7 @@ demo_rsp() {
   shift
   demo_start "$name" "$@"
   for ((i = 0; i < 100; i++)); do
-    grep -q '^Started\.' "$DEMO_TMP/$name.log" 2>/dev/null && return 0
+    grep -qE '^Started\.|^[0-9-]+ [0-9:]+ rsp: Started\.' "$DEMO_TMP/$name.log" 2>/dev/null && return 0
     demo_alive "${demo_pids[-1]}" || break
     sleep 0.1
   done

@@ -388,12 +388,7 @@ int master_run(struct process *p)
     log_msg("master: %u workers%s", generation_current()->scaling.workers,
             generation_current()->scaling.reuseport ? ", a listening socket each (reuseport)" : "");
     start_all();
-    printf("Started. Listening on port %s.\n", generation_current()->listen_port);
-    fflush(stdout);
-    notify_ready();
-    status = reactor_run() == 0 ? 0 : 1;
-    if (status == 0)
-        log_msg("stopped");
+    status = process_run(true);
     timer_disarm(&master.respawn);
     timer_disarm(&master.kill);
     return status;

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "net.h"
 #include "notify.h"
+#include "reactor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -285,6 +286,22 @@ void process_reload(struct process *p, const struct reload_ops *ops)
     notify_reloading();
     reload(p, ops);
     notify_ready();
+}
+
+int process_run(bool announce)
+{
+    int status;
+
+    if (announce) {
+        /* A log line like any other (timestamped, on stderr: the journal
+         * under systemd); tests and demos wait for its words. */
+        log_msg("Started. Listening on port %s.", generation_current()->listen_port);
+        notify_ready();
+    }
+    status = reactor_run() == 0 ? 0 : 1;
+    if (status == 0)
+        log_msg("stopped");
+    return status;
 }
 
 void process_clean_up(struct process *p)

@@ -113,6 +113,11 @@ void process_reload(struct process *p, const struct reload_ops *ops);
  * the reactor. */
 void process_clean_up(struct process *p);
 
+/* Runs the reactor until the process stops: first, when `announce`, the
+ * "Started." line and systemd's READY=1. Returns the exit status (0 for a
+ * clean stop, logged as "stopped"; 1 when the reactor failed). */
+int process_run(bool announce);
+
 /* The master (master.c): starts c->scaling.workers workers on p's
  * sockets, keeps them running, passes signals on, and serves the status
  * listener. Returns the exit status once every worker is gone. */
