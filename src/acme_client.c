@@ -713,22 +713,38 @@ static void validation_failed(const char *detail)
                client.challenge_name != NULL ? client.challenge_name : "the name", http ? "80" : "443");
 }
 
+/* Reads the authorization r carries into authz. Returns 0, or -1 after
+ * failing the job. */
+static int authorization_read(const struct http_client_response *r, struct acme_authorization *authz)
+{
+    const char *why;
+
+    if (acme_authorization_parse(r->body, r->body_length, authz, &why) == -1) {
+        job_failed("the CA's authorization is unreadable: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* authz is valid: frees it and goes on to the order's next authorization. */
+static void authorization_valid(struct acme_authorization *authz)
+{
+    acme_authorization_free(authz);
+    client.authz_at++;
+    authorization_next();
+}
+
 /* The authorization after its challenge was answered. */
 static void authorization_polled(const struct http_client_response *r)
 {
     struct acme_authorization authz;
-    const char *why;
 
-    if (acme_authorization_parse(r->body, r->body_length, &authz, &why) == -1) {
-        job_failed("the CA's authorization is unreadable: %s", why);
+    if (authorization_read(r, &authz) == -1)
         return;
-    }
     if (authz.status == ACME_VALID) {
         log_msg("acme: %s: %s validated (%s)", client.working->names[0], authz.identifier, client.challenge_type);
-        acme_authorization_free(&authz);
         challenge_clean();
-        client.authz_at++;
-        authorization_next();
+        authorization_valid(&authz);
     } else if (authz.status == ACME_PENDING || authz.status == ACME_PROCESSING) {
         acme_authorization_free(&authz);
         if (++client.polls > MAX_POLLS)
@@ -809,16 +825,11 @@ static void authorization_answered(const struct http_client_response *r)
 {
     const struct acme_challenge *chosen = NULL;
     struct acme_authorization authz;
-    const char *why;
 
-    if (acme_authorization_parse(r->body, r->body_length, &authz, &why) == -1) {
-        job_failed("the CA's authorization is unreadable: %s", why);
+    if (authorization_read(r, &authz) == -1)
         return;
-    }
     if (authz.status == ACME_VALID) {
-        acme_authorization_free(&authz);
-        client.authz_at++;
-        authorization_next();
+        authorization_valid(&authz);
         return;
     }
     if (authz.status != ACME_PENDING) {
