@@ -83,7 +83,8 @@ static int open_path(const char *path)
     if (access_log_is_stderr(path))
         return STDERR_FILENO;
     fd = open_file(path, &created);
-    if (fd == -1 || !created || !new_file_owner.set)
+    /* (Once rsp is the user, a file it creates is the user's anyway.) */
+    if (fd == -1 || !created || !new_file_owner.set || geteuid() != 0)
         return fd;
     if (fchown(fd, new_file_owner.uid, new_file_owner.gid) == -1 || fchmod(fd, 0640) == -1)
         log_errno("access_log: cannot give %s to uid %u, gid %u", path, (unsigned)new_file_owner.uid,
