@@ -69,6 +69,15 @@ def fds_on(pid, path):
     return [fd for fd, target in fd_targets(pid).items() if target == real]
 
 
+def reload_everywhere(proxy, generation, workers):
+    """SIGHUP, then waits (bounded) until the master and each worker run
+    `generation`: the next request is served under it, whichever serves."""
+    sighup(proxy, generation)
+    for n in range(1, workers + 1 if workers > 1 else 1):
+        wait_for(lambda: log_lines(proxy, f"worker {n}: config reloaded: generation {generation}"),
+                 f"worker {n} on generation {generation}", POLL_TIMEOUT)
+
+
 def log_fds(pid, directory):
     """{path: how many fds process pid has open on it} for the *.log files
     in directory."""
@@ -166,13 +175,17 @@ def test_shared_file_opened_once(ka, start_proxy, tmp_path):
     assert requests_in(shared) == expected
 
 
-def test_sigusr1_reopens_every_log(ka, start_proxy, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigusr1_reopens_every_log(ka, start_proxy, tmp_path, workers):
     """logrotate renames the three logs (top, a, b); lines of requests
-    served meanwhile still go to the renamed files; after SIGUSR1 every
-    log is a fresh file at its path, with only the lines after it."""
+    served meanwhile still go to the renamed files; after SIGUSR1 (to the
+    master, which passes it on to each worker) every log is a fresh file
+    at its path, with only the lines after it."""
     logs = {name: str(tmp_path / f"{name}.log") for name in ("top", "a", "b")}
-    proxy = start_proxy(ka, access_log=logs["top"], sites={"a.test": site(ka, access_log=logs["a"]),
-                                                           "b.test": site(ka, access_log=logs["b"])})
+    proxy = start_proxy(ka, access_log=logs["top"], workers=workers,
+                        sites={"a.test": site(ka, access_log=logs["a"]), "b.test": site(ka, access_log=logs["b"])})
+    if workers > 1:
+        started_workers(proxy, workers)
     hosts = {"top": "other.test", "a": "a.test", "b": "b.test"}
     for name, host in hosts.items():
         assert ask(proxy, host, f"/{name}/before") == 200
@@ -183,8 +196,9 @@ def test_sigusr1_reopens_every_log(ka, start_proxy, tmp_path):
         assert ask(proxy, host, f"/{name}/renamed") == 200
     reopened = len(log_lines(proxy, "access_log: reopened"))
     proxy.process.send_signal(signal.SIGUSR1)
-    wait_for(lambda: len(log_lines(proxy, "access_log: reopened")) == reopened + 3,
-             "three 'access_log: reopened' lines after SIGUSR1", POLL_TIMEOUT)
+    processes = 1 if workers == 1 else 1 + workers  # the master reopens too, for workers to come
+    wait_for(lambda: len(log_lines(proxy, "access_log: reopened")) == reopened + 3 * processes,
+             f"{3 * processes} 'access_log: reopened' lines after SIGUSR1", POLL_TIMEOUT)
     for name, host in hosts.items():
         assert ask(proxy, host, f"/{name}/after") == 200
     for name, path in logs.items():
@@ -221,36 +235,41 @@ def test_workers_write_whole_lines(ka, start_proxy, tmp_path):
         assert all(parse(line)["agent"].startswith("u" * 2000) for line in lines)
 
 
-def test_reload_adds_and_removes_site_logs(ka, start_proxy, rsp, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reload_adds_and_removes_site_logs(ka, start_proxy, rsp, tmp_path, workers):
     """Generation 1: a.test has a.log, b.test logs to the top-level log.
     A reload gives b.test b.log and takes a.test's away: the next lines
-    go to b.log and the top-level log, a.log is closed (no fd left on it)
-    with its lines of before the reload. Then 20 reloads switching a
-    site's log on and off end with the fds rsp had."""
+    go to b.log and the top-level log, a.log is closed (no fd left on it,
+    in the master nor in a worker) with its lines of before the reload.
+    Then after 20 reloads switching a site's log on and off, each process
+    holds the top-level log and b.log once, and no other."""
     top, a_log, b_log = (str(tmp_path / name) for name in ("top.log", "a.log", "b.log"))
-    proxy = start_proxy(access_log=top, sites={"a.test": site(ka, access_log=a_log), "b.test": [ka]})
+    proxy = start_proxy(access_log=top, workers=workers,
+                        sites={"a.test": site(ka, access_log=a_log), "b.test": [ka]})
+    pids = [proxy.pid] + (started_workers(proxy, workers) if workers > 1 else [])
     assert ask(proxy, "a.test", "/a/1") == 200
     assert ask(proxy, "b.test", "/b/1") == 200
     reload_with(rsp, proxy, tmp_path, {"access_log": top, "sites": {"a.test": [ka],
                                                                     "b.test": site(ka, access_log=b_log)}})
-    sighup(proxy, 2)
+    reload_everywhere(proxy, 2, workers)
     assert ask(proxy, "a.test", "/a/2") == 200
     assert ask(proxy, "b.test", "/b/2") == 200
     wait_lines(b_log, 1)
     assert requests_in(b_log) == ["GET /b/2 HTTP/1.1"]
     wait_lines(top, 2)
-    assert requests_in(top) == ["GET /b/1 HTTP/1.1", "GET /a/2 HTTP/1.1"]
+    assert sorted(requests_in(top)) == ["GET /a/2 HTTP/1.1", "GET /b/1 HTTP/1.1"]
     assert requests_in(a_log) == ["GET /a/1 HTTP/1.1"]
-    wait_for(lambda: not fds_on(proxy.pid, a_log), "a.log closed once no generation uses it", POLL_TIMEOUT)
+    wait_for(lambda: not any(fds_on(pid, a_log) for pid in pids), "a.log closed once no generation uses it",
+             POLL_TIMEOUT)
     on_off = str(tmp_path / "on-off.log")
     for generation in range(3, 23):
         sites = {"a.test": site(ka, access_log=on_off) if generation % 2 else [ka],
                  "b.test": site(ka, access_log=b_log)}
         reload_with(rsp, proxy, tmp_path, {"access_log": top, "sites": sites})
-        sighup(proxy, generation)
+        reload_everywhere(proxy, generation, workers)
         assert ask(proxy, "a.test", f"/a/{generation}") == 200
-    wait_for(lambda: log_fds(proxy.pid, tmp_path) == {top: 1, b_log: 1},
-             "rsp holding top.log and b.log once each, and no other log, after 20 reloads", POLL_TIMEOUT)
+    wait_for(lambda: all(log_fds(pid, tmp_path) == {top: 1, b_log: 1} for pid in pids),
+             "each process holding top.log and b.log once, and no other log, after 20 reloads", POLL_TIMEOUT)
     wait_lines(on_off, 10)
 
 
