@@ -114,6 +114,23 @@ def test_access_log_directory_the_user_cannot_reach(rsp, world):
     assert_refused(rsp, world, path, "access_log", logs)
 
 
+def test_site_access_log_directory_the_user_cannot_reach(rsp, world):
+    """A site's own access log in a 0700 directory of root's (the
+    top-level log and another site's in one nobody reaches): refused
+    naming the site's access_log and that directory, and only it."""
+    os.chmod(world.cert.key, 0o644)
+    logs = os.path.join(world.dir, "logs")
+    os.mkdir(logs, 0o700)
+    sites = {NAME: {"backends": [BACKEND], "access_log": os.path.join(logs, "site.log")},
+             "other.example.test": {"backends": [BACKEND], "access_log": os.path.join(world.dir, "other.log")}}
+    path = write_config(rsp, world, {"access_log": os.path.join(world.dir, "access.log"), "sites": sites})
+    line = assert_refused(rsp, world, path, f'sites["{NAME}"].access_log', logs)
+    assert line == (f"rsp: {path}: setting 'sites[\"{NAME}\"].access_log': user nobody cannot reach the files "
+                    f"in {logs} (Permission denied)"), line
+    os.chmod(logs, 0o755)
+    assert_ok(rsp, world, path)
+
+
 def test_temp_dir_the_user_cannot_write(rsp, world):
     """temp_dir 0755, root's: nobody could make no temporary file for a
     large body: refused naming temp_dir."""

@@ -13,6 +13,7 @@ into a scratch directory (dpkg-deb -x) and checked there."""
 
 import contextlib
 import fcntl
+import grp
 import gzip
 import os
 import pwd
@@ -312,9 +313,10 @@ def test_deb_installs_and_purges_for_real(deb):
     """On CI's throwaway machine only (CI=true, root, no rsp installed):
     apt install ./rsp_*.deb creates the system user rsp and gives it
     /var/log/rsp, /var/lib/rsp and /var/lib/rsp/acme (0700), leaves the service disabled and
-    stopped, and the installed rsp -t accepts the installed config; man
-    finds both pages; apt purge removes the files and the config and keeps
-    the user."""
+    stopped, and the installed rsp -t accepts the installed config (and
+    creates the first access.log as logrotate's `create` makes the next
+    ones: rsp's, group adm, 0640); man finds both pages; apt purge removes
+    the files and the config and keeps the user."""
     if os.environ.get("CI") != "true" or os.geteuid() != 0:
         pytest.skip("installs a package for real: only with CI=true, as root (a throwaway machine)")
     apt = ["apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=120"]
@@ -335,6 +337,11 @@ def test_deb_installs_and_purges_for_real(deb):
             assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (user.pw_uid, user.pw_gid, 0o700), st
             check = run(["/usr/sbin/rsp", "-t", "/etc/rsp/rsp.lua"])
             assert check.returncode == 0 and check.stdout == "rsp: /etc/rsp/rsp.lua: ok\n", check
+            with open("/etc/logrotate.d/rsp") as f:
+                create = re.search(r"^\s*create (\d+) (\S+) (\S+)$", f.read(), flags=re.M).groups()
+            st = os.stat("/var/log/rsp/access.log")
+            made = (f"{stat.S_IMODE(st.st_mode):04o}", pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name)
+            assert made == create == ("0640", "rsp", "adm"), f"access.log is {made}; logrotate creates {create}"
             if shutil.which("systemctl"):
                 enabled = run(["systemctl", "is-enabled", "rsp.service"]).stdout.strip()
                 assert enabled == "disabled", f"rsp.service is {enabled!r} after install"

@@ -19,27 +19,77 @@
 #define FLUSH_AT (64 * 1024)   /* bytes buffered that are written at once */
 #define FLUSH_AFTER 1.0        /* seconds a line may wait in the buffer */
 
-static struct {
-    int fd;                    /* -1: no log */
-    char *path;
+/* One open log: a file, or standard error, and the lines waiting for it. */
+struct access_log {
+    struct access_log *next;   /* the process's other open logs */
+    unsigned refs;             /* the configs that name it */
+    int fd;                    /* -1: closed (access_log_close) */
+    char *path;                /* as the first config to name it wrote it */
     bool is_stderr;            /* fd is STDERR_FILENO: never closed nor reopened */
-    enum access_format format;
+    dev_t dev;                 /* the file fd is open on: another path to it */
+    ino_t ino;                 /* shares this log (access_log_open) */
     struct buffer pending;
     struct timer flush_timer;
-    bool timer_ready;
     bool failing;              /* the last write failed: logged once, until one works */
-} log_file = { .fd = -1, .pending = BUFFER_INIT };
+};
+
+/* Every log this process has open, and who a file it creates belongs to. */
+static struct access_log *logs;
+static struct {
+    bool set;
+    uid_t uid;
+    gid_t gid;
+} new_file_owner;
 
 bool access_log_is_stderr(const char *path)
 {
     return strcmp(path, "stderr") == 0 || strcmp(path, "-") == 0;
 }
 
+void access_log_set_owner(uid_t uid, gid_t gid)
+{
+    new_file_owner.set = true;
+    new_file_owner.uid = uid;
+    new_file_owner.gid = gid;
+}
+
+/* Opens the file at path for appending, creating it (0640) if missing;
+ * *created says whether this open made it. Returns the fd, or -1. */
+static int open_file(const char *path, bool *created)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+
+    *created = fd != -1;
+    if (fd != -1 || errno != EEXIST)
+        return fd;
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    /* Gone since (or a dangling symlink, which O_EXCL calls existing):
+     * created the plain way, its owner left as it comes. */
+    if (fd == -1 && errno == ENOENT)
+        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    return fd;
+}
+
+/* Opens path (a file, or standard error). A file this open creates, while
+ * rsp is root and will become `user`, is given to that user and group,
+ * 0640 (access_log_set_owner): what logrotate's `create` makes of the
+ * next one. A file that existed keeps its owner, group and mode. Returns
+ * the fd, or -1 with errno set. */
 static int open_path(const char *path)
 {
+    bool created;
+    int fd;
+
     if (access_log_is_stderr(path))
         return STDERR_FILENO;
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    fd = open_file(path, &created);
+    /* (Once rsp is the user, a file it creates is the user's anyway.) */
+    if (fd == -1 || !created || !new_file_owner.set || geteuid() != 0)
+        return fd;
+    if (fchown(fd, new_file_owner.uid, new_file_owner.gid) == -1 || fchmod(fd, 0640) == -1)
+        log_errno("access_log: cannot give %s to uid %u, gid %u", path, (unsigned)new_file_owner.uid,
+                  (unsigned)new_file_owner.gid);
+    return fd;
 }
 
 /* How many bytes from data (length > 0) one write(2) may take: all of them
@@ -47,130 +97,183 @@ static int open_path(const char *path)
  * share and which may be a pipe or a socket, one line, so that no other
  * process's line lands inside it (a pipe writes up to PIPE_BUF = 4096
  * bytes at once; a longer line may be split by another's). */
-static size_t write_span(const char *data, size_t length)
+static size_t write_span(const struct access_log *log, const char *data, size_t length)
 {
     const char *eol;
 
-    if (!log_file.is_stderr)
+    if (!log->is_stderr)
         return length;
     eol = memchr(data, '\n', length);
     return eol != NULL ? (size_t)(eol - data) + 1 : length;
 }
 
-/* Writes the buffer out. A full disk, a failing file or a non-blocking
+/* Writes log's buffer out. A full disk, a failing file or a non-blocking
  * standard error that is full (EAGAIN) loses the lines (logged once),
  * never stalls the proxy. */
-static void flush(void)
+static void flush(struct access_log *log)
 {
-    size_t done = 0, length = buffer_length(&log_file.pending);
-    const char *data = buffer_bytes(&log_file.pending);
+    size_t done = 0, length = buffer_length(&log->pending);
+    const char *data = buffer_bytes(&log->pending);
 
-    timer_disarm(&log_file.flush_timer);
-    while (done < length && log_file.fd != -1) {
-        ssize_t n = write(log_file.fd, data + done, write_span(data + done, length - done));
+    timer_disarm(&log->flush_timer);
+    while (done < length && log->fd != -1) {
+        ssize_t n = write(log->fd, data + done, write_span(log, data + done, length - done));
         if (n == -1 && errno == EINTR)
             continue;
         if (n <= 0) {
-            if (!log_file.failing)
-                log_errno("access_log: writing %s (lines are lost until it works again)", log_file.path);
-            log_file.failing = true;
+            if (!log->failing)
+                log_errno("access_log: writing %s (lines are lost until it works again)", log->path);
+            log->failing = true;
             break;
         }
         done += (size_t)n;
-        log_file.failing = false;
+        log->failing = false;
     }
-    buffer_free(&log_file.pending);
+    buffer_free(&log->pending);
 }
 
 static void flush_timer_fired(struct timer *timer)
 {
-    (void)timer;
-    flush();
+    flush(timer->closure);
 }
 
-int access_log_open(const char *path, enum access_format format)
+/* The open log already writing to path: the same path, standard error
+ * for standard error, or (st not NULL) the same file. NULL if none. */
+static struct access_log *find_open(const char *path, const struct stat *st)
 {
-    char *copy;
+    for (struct access_log *log = logs; log != NULL; log = log->next) {
+        if (log->fd == -1)
+            continue;
+        if (st == NULL ? strcmp(log->path, path) == 0 || (log->is_stderr && access_log_is_stderr(path))
+                       : !log->is_stderr && log->dev == st->st_dev && log->ino == st->st_ino)
+            return log;
+    }
+    return NULL;
+}
+
+struct access_log *access_log_open(const char *path)
+{
+    struct access_log *log = find_open(path, NULL);
+    struct stat st = { 0 };
     int fd;
 
-    if (log_file.fd != -1 && strcmp(log_file.path, path) == 0) {
-        log_file.format = format;
-        return 0;
-    }
-    copy = strdup(path);
-    if (copy == NULL) {
-        errno = ENOMEM;
-        return -1;
+    if (log != NULL) {
+        log->refs++;
+        return log;
     }
     fd = open_path(path);
-    if (fd == -1) {
-        int error = errno;
-        free(copy);
-        errno = error;
-        return -1;
+    if (fd == -1)
+        return NULL;
+    if (fd != STDERR_FILENO && fstat(fd, &st) == 0 && (log = find_open(path, &st)) != NULL) {
+        /* Another path to a file open already: one fd, one buffer. */
+        if (close(fd) == -1)
+            log_errno("access_log: closing %s", path);
+        log->refs++;
+        return log;
     }
-    access_log_close();
-    log_file.fd = fd;
-    log_file.path = copy;
-    log_file.is_stderr = fd == STDERR_FILENO;
-    log_file.format = format;
-    if (!log_file.timer_ready) {
-        timer_init(&log_file.flush_timer, flush_timer_fired, NULL);
-        log_file.timer_ready = true;
+    log = calloc(1, sizeof *log);
+    if (log == NULL || (log->path = strdup(path)) == NULL) {
+        free(log);
+        if (fd != STDERR_FILENO)
+            close(fd);
+        errno = ENOMEM;
+        return NULL;
     }
-    return 0;
+    log->refs = 1;
+    log->fd = fd;
+    log->is_stderr = fd == STDERR_FILENO;
+    log->dev = st.st_dev;
+    log->ino = st.st_ino;
+    log->pending = (struct buffer)BUFFER_INIT;
+    timer_init(&log->flush_timer, flush_timer_fired, log);
+    log->next = logs;
+    logs = log;
+    return log;
+}
+
+/* Writes what log has buffered and closes its file (no more lines). */
+static void close_log(struct access_log *log)
+{
+    if (log->fd == -1)
+        return;
+    flush(log);
+    if (!log->is_stderr && close(log->fd) == -1)
+        log_errno("access_log: closing %s", log->path);
+    log->fd = -1;
+}
+
+void access_log_release(struct access_log *log)
+{
+    struct access_log **link;
+
+    if (log == NULL || --log->refs > 0)
+        return;
+    close_log(log);
+    for (link = &logs; *link != log; link = &(*link)->next)
+        ;
+    *link = log->next;
+    free(log->path);
+    free(log);
+}
+
+const char *access_log_path(const struct access_log *log)
+{
+    return log->path;
 }
 
 void access_log_give_to(uid_t uid)
 {
     struct stat st;
 
-    if (log_file.fd == -1 || log_file.is_stderr)
-        return;
-    if (fstat(log_file.fd, &st) == 0 && st.st_uid == uid)
-        return; /* already the user's (chown would need CAP_CHOWN even so) */
-    if (fchown(log_file.fd, uid, (gid_t)-1) == -1)
-        log_errno("access_log: cannot hand %s to uid %u (rsp logs on, but a SIGUSR1 may fail to "
-                  "reopen it: have logrotate create it for that user)", log_file.path, (unsigned)uid);
+    for (struct access_log *log = logs; log != NULL; log = log->next) {
+        if (log->fd == -1 || log->is_stderr)
+            continue;
+        if (fstat(log->fd, &st) == 0 && st.st_uid == uid)
+            continue; /* already the user's (chown would need CAP_CHOWN even so) */
+        if (fchown(log->fd, uid, (gid_t)-1) == -1)
+            log_errno("access_log: cannot hand %s to uid %u (rsp logs on, but a SIGUSR1 may fail to "
+                      "reopen it: have logrotate create it for that user)", log->path, (unsigned)uid);
+    }
 }
 
-bool access_log_enabled(void)
+/* Writes what log has buffered, then opens its path again (after
+ * logrotate renamed the file); keeps the old file if that fails. */
+static void reopen_log(struct access_log *log)
 {
-    return log_file.fd != -1;
+    struct stat st;
+    int fd;
+
+    if (log->fd == -1)
+        return;
+    flush(log);
+    if (log->is_stderr)
+        return; /* nothing was renamed: nothing to reopen */
+    fd = open_path(log->path);
+    if (fd == -1) {
+        /* Keep writing to the old file: better than losing lines. */
+        log_errno("access_log: cannot reopen %s; still writing to the old file", log->path);
+        return;
+    }
+    if (close(log->fd) == -1)
+        log_errno("access_log: closing %s", log->path);
+    log->fd = fd;
+    if (fstat(fd, &st) == 0) {
+        log->dev = st.st_dev;
+        log->ino = st.st_ino;
+    }
+    log_msg("access_log: reopened %s", log->path);
 }
 
 void access_log_reopen(void)
 {
-    int fd;
-
-    if (log_file.fd == -1)
-        return;
-    flush();
-    if (log_file.is_stderr)
-        return; /* nothing was renamed: nothing to reopen */
-    fd = open_path(log_file.path);
-    if (fd == -1) {
-        /* Keep writing to the old file: better than losing lines. */
-        log_errno("access_log: cannot reopen %s; still writing to the old file", log_file.path);
-        return;
-    }
-    if (close(log_file.fd) == -1)
-        log_errno("access_log: closing %s", log_file.path);
-    log_file.fd = fd;
-    log_msg("access_log: reopened %s", log_file.path);
+    for (struct access_log *log = logs; log != NULL; log = log->next)
+        reopen_log(log);
 }
 
 void access_log_close(void)
 {
-    if (log_file.fd == -1)
-        return;
-    flush();
-    if (!log_file.is_stderr && close(log_file.fd) == -1)
-        log_errno("access_log: closing %s", log_file.path);
-    log_file.fd = -1;
-    log_file.is_stderr = false;
-    free(log_file.path);
-    log_file.path = NULL;
+    for (struct access_log *log = logs; log != NULL; log = log->next)
+        close_log(log);
 }
 
 /* Appends text with '"', '\\', space (if space_too) and bytes below 0x20
@@ -389,16 +492,16 @@ static void format_time(char *text, size_t size, enum access_format format)
     }
 }
 
-void access_log_write(const struct access_entry *e)
+void access_log_write(struct access_log *log, enum access_format format, const struct access_entry *e)
 {
-    struct buffer *out = &log_file.pending;
+    struct buffer *out = &log->pending;
     size_t before = buffer_length(out);
     char time_text[64];
 
-    if (log_file.fd == -1)
+    if (log->fd == -1)
         return;
-    format_time(time_text, sizeof time_text, log_file.format);
-    if (access_log_format(out, e, time_text, log_file.format) == -1) {
+    format_time(time_text, sizeof time_text, format);
+    if (access_log_format(out, e, time_text, format) == -1) {
         log_msg("access_log: out of memory; a line is lost");
         if (before == 0)
             buffer_free(out);
@@ -407,8 +510,8 @@ void access_log_write(const struct access_entry *e)
         return;
     }
     if (buffer_length(out) >= FLUSH_AT)
-        flush();
-    else if (!timer_armed(&log_file.flush_timer) &&
-             timer_arm(&log_file.flush_timer, reactor_now() + FLUSH_AFTER) == -1)
-        flush();
+        flush(log);
+    else if (!timer_armed(&log->flush_timer) &&
+             timer_arm(&log->flush_timer, reactor_now() + FLUSH_AFTER) == -1)
+        flush(log);
 }

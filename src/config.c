@@ -340,8 +340,7 @@ static int read_text(lua_State *L, const char *path, const char *name, char **ou
     return rc;
 }
 
-/* The enum access_format that name gives (NULL: combined), or -1. */
-static int access_format_named(const char *name)
+int config_access_format(const char *name)
 {
     static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
 
@@ -368,7 +367,7 @@ static int read_operations(lua_State *L, const char *path, struct operations *o)
         read_number(L, path, "ticket_key_lifetime", DEFAULT_TICKET_KEY_LIFETIME, 1, 604800,
                     &o->ticket_key_lifetime) == -1)
         goto out;
-    o->access_log_format = access_format_named(format);
+    o->access_log_format = config_access_format(format);
     if (o->access_log_format == -1) {
         config_error(path, "setting 'access_log_format' must be \"combined\", \"timed\", \"vhost_combined\" "
                      "or \"json\", not \"%.100s\"", format);
@@ -570,6 +569,8 @@ void config_free(struct config *config)
     config->scaling.status_host = NULL;
     config_free_tls(&config->tls);
     free(config->operations.access_log);
+    access_log_release(config->operations.log);
+    config->operations.log = NULL;
     free(config->operations.user);
     free(config->operations.pid_file);
     free(config->buffering.temp_dir);
@@ -590,6 +591,8 @@ void config_free(struct config *config)
         for (size_t j = 0; j < site->alias_count; j++)
             free(site->aliases[j]);
         free(site->aliases);
+        free(site->access_log);
+        access_log_release(site->log);
     }
     free(config->router.sites);
     config->router.sites = NULL;

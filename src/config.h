@@ -26,11 +26,16 @@ struct keepalive {
     double backend_idle_timeout; /* seconds an idle backend connection is kept */
 };
 
+struct access_log;
+
 /* Running the process (chapters 10 and 11). */
 struct operations {
     double shutdown_timeout;    /* seconds requests in flight get when rsp stops */
     char *access_log;           /* its path; NULL: no access log */
     int access_log_format;      /* enum access_format (access_log.h) */
+    struct access_log *log;     /* access_log, open (apply_access_log); NULL: none */
+    bool logging;               /* some log is open: that one or a site's */
+    bool site_logs;             /* some site has its own access_log (or false) */
     char *user;                 /* drop to this user after binding; NULL: stay */
     char *pid_file;             /* the master's (or rsp alone's) pid goes there; NULL: none */
     double ticket_key_lifetime; /* seconds a session-ticket key encrypts (ticket_keys.h) */
@@ -126,7 +131,9 @@ struct config {
  *   balance   = "round_robin" | "least_conn"   for the default site
  *   pools     = { NAME = { backends = {...}, balance = "..." }, ... }   optional
  *   sites     = { ["www.example.com"] = { backends = {...}, balance = "..." },
- *                 ["*.example.com"] = { pool = "NAME" } }   optional
+ *                 ["*.example.com"] = { pool = "NAME" } }   optional; a site
+ *               may have its own access_log (or false: none) and
+ *               access_log_format, which replace the top-level ones
  *   route     = function (req) ... end   optional: chooses per request
  *   route_time_limit = seconds route may run per request (default 0.1)
  *   down_time = seconds a failed backend is skipped (default 5)
@@ -208,7 +215,8 @@ void config_share_close(void);
 
 /* Started as root with `user` set: checks that this user can use every
  * file the config names (certificates, keys, tls.acme.ca_root; the
- * directories of access_log, temp_dir, acme_webroot, tls.acme.storage),
+ * directories of access_log and the sites' own, temp_dir, acme_webroot,
+ * tls.acme.storage),
  * trying each in a child process that becomes the user, as rsp does
  * later for good. Prints "rsp: PATH: setting 'S': user U cannot ..." for
  * each it cannot, and a warning if the user cannot read the config file

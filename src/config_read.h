@@ -56,6 +56,10 @@ extern const struct health_settings config_health_defaults;
 int config_read_health(lua_State *L, const char *path, int t, const char *setting,
                        const struct health_settings *inherited, struct health_settings *out);
 
+/* The enum access_format that name gives (NULL: combined), or -1
+ * (config.c). */
+int config_access_format(const char *name);
+
 /* Reads a boolean setting of the globals (absent: fallback). Returns 0,
  * or -1 after naming the setting. */
 int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,

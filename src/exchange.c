@@ -224,7 +224,7 @@ static void log_request_fields(struct relay *relay)
     const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *host = NULL, *eol;
     size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0, host_length = 0;
 
-    if (!access_log_enabled() || x->log_captured || have == 0)
+    if (!relay->config->operations.logging || x->log_captured || have == 0)
         return;
     /* Empty lines before a request line are allowed (and skipped). */
     while (have > 0 && (*buf == '\r' || *buf == '\n')) {
@@ -250,6 +250,23 @@ static void log_request_fields(struct relay *relay)
     x->log_captured = true;
 }
 
+/* The log the exchange's line goes to, in *format: the own log of the
+ * site its Host names, none if that site has access_log = false, else
+ * the top-level one (also for a request no site takes, or refused
+ * before its Host was read). NULL: none. */
+static struct access_log *exchange_log(const struct relay *relay, enum access_format *format)
+{
+    const struct operations *o = &relay->config->operations;
+    const struct site *site = relay->x->log_site;
+
+    *format = (enum access_format)o->access_log_format;
+    if (site == NULL || (site->access_log == NULL && !site->access_log_off))
+        return o->log;
+    if (site->access_log_format != -1)
+        *format = (enum access_format)site->access_log_format;
+    return site->log;
+}
+
 /* Writes the exchange's access log line, if it had a request: with the
  * status the client got, or 499 (nginx's "client closed request") if it
  * left before any answer. */
@@ -257,10 +274,12 @@ static void log_exchange(struct relay *relay)
 {
     struct exchange *x = relay->x;
     const char *fields = buffer_bytes(&x->log_fields);
+    enum access_format format;
+    struct access_log *log;
     struct access_entry e;
     struct log_text text[4];
 
-    if (!access_log_enabled() || !x->log_captured)
+    if (!x->log_captured || (log = exchange_log(relay, &format)) == NULL)
         return;
     for (int i = 0; i < 4; i++) {
         size_t length = x->log_lengths[i];
@@ -280,7 +299,7 @@ static void log_exchange(struct relay *relay)
         .seconds = (x->response_ended > 0 ? x->response_ended : reactor_now()) - x->head_started,
         .backend = x->status != 0 && x->response_began && x->current != NULL ? x->current->name : NULL,
     };
-    access_log_write(&e);
+    access_log_write(log, format, &e);
 }
 
 /* Sends an answer of rsp's own instead of a backend's: data, a whole
@@ -575,6 +594,9 @@ static void request_ready(struct relay *relay)
      * then chooses the pool. */
     x->site = router_site_stats(&relay->config->router, buf + x->info.host.offset,
                                 x->info.host.length);
+    /* And its line goes to that site's log, if it has one of its own. */
+    if (relay->config->operations.site_logs)
+        x->log_site = router_find(&relay->config->router, buf + x->info.host.offset, x->info.host.length);
     x->minor_version = x->request->minor_version;
     x->client_keep_alive = x->info.keep_alive;
     x->upgrade = x->info.upgrade.length > 0;

@@ -60,9 +60,12 @@ void sockets_close(struct sockets *s);
  * ..." with `tls`. */
 void log_listening(const struct config *c);
 
-/* Opens the access log c asks for (or closes it if c has none). Returns
- * 0, or -1 after saying why, as a config error does. */
-int apply_access_log(const char *path, const struct config *c);
+/* Opens the access logs c asks for, the top-level one and the sites'
+ * own, each held by c until it is freed (a log open already is shared,
+ * not opened again; one no generation holds any more is closed). Returns
+ * 0, or -1 after saying which setting and file, as a config error does
+ * (what was opened is closed with c). */
+int apply_access_log(const char *path, struct config *c);
 
 /* Brings the status listener in line with c: started, moved (the new one
  * opened before the old closes) or stopped. Returns 0, or -1 if the new

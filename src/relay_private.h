@@ -58,6 +58,7 @@ struct exchange {
     bool upgrade;                    /* the request asks for an upgrade (WebSocket) */
     struct pool *pool;               /* chosen by route, or by Host */
     struct stats_site *site;         /* where it counts: the site its Host names */
+    const struct site *log_site;     /* that site, if some site has its own access log */
     struct backend *current;         /* the backend tried or in use, or NULL */
     const struct addrinfo *address;  /* which of its addresses */
     uint64_t tried;                  /* backends tried for this request */

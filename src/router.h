@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+struct access_log;
 struct stats_site;
 
 struct site {
@@ -16,6 +17,10 @@ struct site {
     struct pool own;     /* the site's own backends, if it lists them */
     char **aliases;      /* its other names, written as name is (a wildcard ".example.org") */
     size_t alias_count;
+    char *access_log;    /* its own log's path; NULL: its lines go to the top-level one */
+    bool access_log_off; /* access_log = false: its requests are not logged */
+    int access_log_format; /* enum access_format of its own log; -1: the top-level one's */
+    struct access_log *log; /* access_log, open (process.c's apply_access_log) */
 };
 
 struct router {

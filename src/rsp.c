@@ -88,26 +88,32 @@ static void log_startup(const struct config *config)
  * master.c (keeping workers) take over. */
 static struct process process;
 
-/* rsp -t CONFIG: the config loads (and its access log can be opened);
+/* Started as root with `user`: a log file rsp creates becomes that
+ * user's, group adm's (or the user's own group), 0640, as logrotate
+ * creates the next ones. */
+static void set_log_owner(const struct config *c)
+{
+    uid_t uid;
+    gid_t gid;
+
+    if (c->operations.user != NULL && privileges_log_owner(c->operations.user, &uid, &gid) == 0)
+        access_log_set_owner(uid, gid);
+}
+
+/* rsp -t CONFIG: the config loads (and its access logs can be opened);
  * as root with `user`, that user can use its files. */
 static int check_config(const char *path)
 {
     struct config *c = config_open(path);
-    int fd;
 
     if (c == NULL)
         return 1;
-    /* As nginx -t does: a log that cannot be opened fails the check. */
-    if (c->operations.access_log != NULL && !access_log_is_stderr(c->operations.access_log)) {
-        fd = open(c->operations.access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-        if (fd == -1) {
-            fprintf(stderr, "rsp: %s: setting 'access_log': cannot open %s: %s\n", path,
-                    c->operations.access_log, strerror(errno));
-            config_release(c);
-            return 1;
-        }
-        if (close(fd) == -1)
-            log_errno("close");
+    /* As nginx -t does: a log that cannot be opened fails the check (a
+     * file it creates is made as the start would make it). */
+    set_log_owner(c);
+    if (apply_access_log(path, c) == -1) {
+        config_release(c);
+        return 1;
     }
     if (config_check_user(path, c) == -1) {
         config_release(c);
@@ -195,6 +201,7 @@ int main(int argc, char *argv[])
     /* As root, the log is opened and the ports bound before root is given
      * up (the directory may be root's); reopening later needs the user's
      * rights. */
+    set_log_owner(config);
     if (apply_access_log(process.config_path, config) == -1 || apply_status(&process, config) == -1)
         goto out_sockets;
     /* The ACME storage too: made as root, given to the user. */

@@ -17,10 +17,11 @@
  * byte below 0x20 or above 0x7e is \u00HH: the line is ASCII, and a string
  * read as Latin-1 gives back the client's exact bytes (valid UTF-8 or not).
  *
- * Lines are buffered and written when the buffer fills, at most a second
- * after they were made, and when the log is reopened or closed: a proxy
- * writing one line per request with a system call each would spend a good
- * part of its time there. The path "stderr" (or "-") is rsp's standard
+ * Lines go to the log of the site the request's Host names, if it has
+ * its own, else to the top-level one. They are buffered and written when
+ * the buffer fills, at most a second after they were made, and when the
+ * log is reopened or closed: a proxy writing one line per request with a
+ * system call each would spend a good part of its time there. The path "stderr" (or "-") is rsp's standard
  * error (the journal, under systemd): written a whole line per write(2),
  * so that lines of several workers sharing it never interleave. */
 #ifndef RSP_ACCESS_LOG_H
@@ -54,23 +55,39 @@ struct access_entry {
     const char *backend;        /* NULL: rsp answered itself */
 };
 
+/* One open log: a file or standard error, its buffer and flush timer.
+ * Every config that names it holds a reference (its top-level
+ * access_log, or a site's): sites naming one file share one descriptor
+ * and one buffer, whether they write its path the same way or another
+ * (the same device and inode). */
+struct access_log;
+
 /* True if path names rsp's standard error ("stderr" or "-"), not a file. */
 bool access_log_is_stderr(const char *path);
 
-/* Starts logging to the file at path (created 0640 if missing, appended
- * to), or to standard error, in that format. If the log is already open on
- * that same path, only the format changes. Returns 0, or -1 with errno
- * set (the log stays as it was). */
-int access_log_open(const char *path, enum access_format format);
+/* From now on, a log file this process creates is given to uid and gid,
+ * mode 0640 (rsp runs as root and will become uid: logrotate's `create`
+ * makes the next file the same way). A file that exists keeps its owner,
+ * group and mode. */
+void access_log_set_owner(uid_t uid, gid_t gid);
 
-/* Makes uid the owner of the open log file, if it is not already (rsp,
- * started as root, opened it and is about to become that user: a reopen
- * on SIGUSR1 happens with the user's rights). A failure (no CAP_CHOWN) is
- * logged, not fatal: the open file goes on taking lines. */
+/* The log writing to path (created 0640 if missing, appended to), or to
+ * standard error: the one open already on that path or file, or a new
+ * one. Returns it with one more reference, or NULL with errno set. */
+struct access_log *access_log_open(const char *path);
+
+/* Drops a reference; the last writes what is buffered and closes the
+ * file. NULL: nothing. */
+void access_log_release(struct access_log *log);
+
+/* The path log was opened with. */
+const char *access_log_path(const struct access_log *log);
+
+/* Makes uid the owner of every open log file, if it is not already (rsp,
+ * started as root, opened them and is about to become that user: a
+ * reopen on SIGUSR1 happens with the user's rights). A failure (no
+ * CAP_CHOWN) is logged, not fatal: the open file goes on taking lines. */
 void access_log_give_to(uid_t uid);
-
-/* True while a log is open. */
-bool access_log_enabled(void);
 
 /* Appends e's line to out, with `time` as its time (between brackets, or
  * the JSON "time"): the pure part of access_log_write (and what
@@ -78,15 +95,17 @@ bool access_log_enabled(void);
 int access_log_format(struct buffer *out, const struct access_entry *e, const char *time,
                       enum access_format format);
 
-/* Adds e's line (nothing if no log is open). */
-void access_log_write(const struct access_entry *e);
+/* Adds e's line to log, in that format. */
+void access_log_write(struct access_log *log, enum access_format format, const struct access_entry *e);
 
-/* Writes what is buffered, then closes the file and opens its path again
- * (after logrotate renamed it: SIGUSR1). Keeps the old file if the path
- * cannot be opened, and logs why. Standard error: only the writing. */
+/* Writes what each open log has buffered, then closes its file and opens
+ * its path again (after logrotate renamed it: SIGUSR1). Keeps the old
+ * file if the path cannot be opened, and logs why. Standard error: only
+ * the writing. */
 void access_log_reopen(void);
 
-/* Writes what is buffered and closes the log (no more logging). */
+/* Writes what each open log has buffered and closes it (no more lines;
+ * the references are still to be released). */
 void access_log_close(void);
 
 #endif

@@ -26,37 +26,43 @@
 enum access_kind {
     READ_FILE,      /* open it for reading */
     SEARCH_DIR,     /* reach what is in the directory */
+    SEARCH_DIR_OF,  /* reach what is in the directory of the file */
     WRITE_DIR,      /* make files in the directory */
     READ_DIR,       /* list the directory and reach what is in it */
 };
 
 /* One path to try as the user. */
 struct access_check {
-    char setting[48];           /* "tls.certificates[1].key"; "" for the config file */
+    char setting[300];          /* "tls.certificates[1].key"; "" for the config file */
     const char *path;
     enum access_kind kind;
 };
 
 /* Every certificate's two files, and the config, access_log, temp_dir,
- * acme_webroot, tls.acme.ca_root and tls.acme.storage. */
-#define MAX_CHECKS (2 * 64 + 6)
+ * acme_webroot, tls.acme.ca_root and tls.acme.storage; the directories
+ * of the sites' own access logs (one check for sites sharing one). */
+#define MAX_SITE_LOG_DIRS 64
+#define MAX_CHECKS (2 * 64 + 6 + MAX_SITE_LOG_DIRS)
 
 /* The paths to try, and the directories derived from settings. */
 struct access_list {
     struct access_check checks[MAX_CHECKS];
     size_t count;
+    bool full;                  /* a path did not fit: the check is refused */
     char log_dir[PATH_MAX];
     char storage_dir[PATH_MAX];
 };
 
-/* Adds path, named by setting, to the list (silently full past
- * MAX_CHECKS, which the config's own limits keep it under). */
+/* Adds path, named by setting, to the list (full past MAX_CHECKS: more
+ * than MAX_SITE_LOG_DIRS directories of sites' logs). */
 static void add(struct access_list *list, const char *setting, const char *path, enum access_kind kind)
 {
     struct access_check *c;
 
-    if (list->count == MAX_CHECKS)
+    if (list->count == MAX_CHECKS) {
+        list->full = true;
         return;
+    }
     c = &list->checks[list->count++];
     snprintf(c->setting, sizeof c->setting, "%s", setting);
     c->path = path;
@@ -91,6 +97,32 @@ static void existing_parent(const char *storage, char *dir, size_t size)
     }
 }
 
+/* Adds the directory of each site's own access log file, as
+ * list_paths does the top-level one's: once for the sites that share a
+ * directory. */
+static void add_site_logs(const struct config *c, struct access_list *list)
+{
+    char dir[PATH_MAX], other[PATH_MAX], setting[300];
+    const size_t first = list->count;
+
+    for (size_t i = 0; i < c->router.count; i++) {
+        const struct site *site = &c->router.sites[i];
+        bool known = false;
+
+        if (site->access_log == NULL || access_log_is_stderr(site->access_log))
+            continue;
+        directory_of(site->access_log, dir, sizeof dir);
+        for (size_t j = first; j < list->count && !known; j++) {
+            directory_of(list->checks[j].path, other, sizeof other);
+            known = strcmp(dir, other) == 0;
+        }
+        if (known)
+            continue;
+        snprintf(setting, sizeof setting, "sites[\"%s%s\"].access_log", site->wildcard ? "*" : "", site->name);
+        add(list, setting, site->access_log, SEARCH_DIR_OF);
+    }
+}
+
 /* Lists every path of c that the user touches after rsp drops root. */
 static void list_paths(const char *path, const struct config *c, struct access_list *list)
 {
@@ -110,6 +142,7 @@ static void list_paths(const char *path, const struct config *c, struct access_l
         directory_of(c->operations.access_log, list->log_dir, sizeof list->log_dir);
         add(list, "access_log", list->log_dir, SEARCH_DIR);
     }
+    add_site_logs(c, list);
     add(list, "temp_dir", c->buffering.temp_dir, WRITE_DIR);
     if (tls->acme_webroot != NULL && tls->acme == NULL)
         add(list, "acme_webroot", tls->acme_webroot, READ_DIR);
@@ -129,7 +162,12 @@ static void list_paths(const char *path, const struct config *c, struct access_l
 static int try_access(const struct access_check *c)
 {
     int fd, mode = c->kind == WRITE_DIR ? W_OK | X_OK : X_OK;
+    char dir[PATH_MAX];
 
+    if (c->kind == SEARCH_DIR_OF) {
+        directory_of(c->path, dir, sizeof dir);
+        return faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) == -1 ? errno : 0;
+    }
     if (c->kind == READ_FILE || c->kind == READ_DIR) {
         /* O_NONBLOCK: a FIFO named by mistake must not hang the check. */
         fd = open(c->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
@@ -244,6 +282,7 @@ static const char *failed_verb(enum access_kind kind)
     case READ_FILE:
         return "cannot read";
     case SEARCH_DIR:
+    case SEARCH_DIR_OF:
         return "cannot reach the files in";
     case WRITE_DIR:
         return "cannot write in";
@@ -255,8 +294,9 @@ static const char *failed_verb(enum access_kind kind)
 
 int config_check_user(const char *path, const struct config *config)
 {
-    static struct access_list list; /* some 20 KB: not on the stack */
+    static struct access_list list; /* some 70 KB: not on the stack */
     int results[1 + MAX_CHECKS];
+    char dir[PATH_MAX];
     const struct passwd *pw;
     int rc = 0;
 
@@ -268,7 +308,13 @@ int config_check_user(const char *path, const struct config *config)
     if (pw->pw_uid == 0)
         return 0; /* root stays root: it reads what it read */
     list.count = 0;
+    list.full = false;
     list_paths(path, config, &list);
+    if (list.full) {
+        config_error(path, "setting 'user': cannot check the files as user %s: the sites' access logs are "
+                           "in more than %d directories", pw->pw_name, MAX_SITE_LOG_DIRS);
+        return -1;
+    }
     if (run_check(path, pw, &list, results) == -1)
         return -1;
     if (results[0] != 0) {
@@ -288,8 +334,10 @@ int config_check_user(const char *path, const struct config *config)
                                "user, will fail", pw->pw_name, c->path, strerror(results[1 + i]));
             continue;
         }
+        if (c->kind == SEARCH_DIR_OF)
+            directory_of(c->path, dir, sizeof dir);
         config_error(path, "setting '%s': user %s %s %s (%s)", c->setting, pw->pw_name,
-                     failed_verb(c->kind), c->path, strerror(results[1 + i]));
+                     failed_verb(c->kind), c->kind == SEARCH_DIR_OF ? dir : c->path, strerror(results[1 + i]));
         rc = -1;
     }
     return rc;

@@ -325,7 +325,8 @@ static struct pool *find_pool(struct config *config, const char *name)
 static int read_site_pool(lua_State *L, const char *path, const char *setting, struct config *config,
                           struct site *site)
 {
-    static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases", NULL };
+    static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
+                                          "access_log", "access_log_format", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -444,6 +445,53 @@ static int read_aliases(lua_State *L, const char *path, const char *setting, str
     return rc;
 }
 
+/* access_log = "PATH" | "stderr" | false and access_log_format of the
+ * site table on top of the stack: the site's own log, which replaces the
+ * top-level one for its requests. `setting` names the site in messages. */
+static int read_site_log(lua_State *L, const char *path, const char *setting, struct site *site)
+{
+    int rc = 0;
+
+    site->access_log_format = -1;
+    config_field(L, -1, "access_log");
+    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
+        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
+        if ((site->access_log = strdup(lua_tostring(L, -1))) == NULL) {
+            config_error(path, "out of memory");
+            rc = -1;
+        }
+    } else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        site->access_log_off = true;
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s.access_log' must be a path, \"stderr\" or false, not %s%s", setting,
+                     lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TBOOLEAN ? "" : "a ",
+                     lua_type(L, -1) == LUA_TSTRING ? "an empty string (or one with a zero byte)"
+                     : lua_type(L, -1) == LUA_TBOOLEAN ? "true" : luaL_typename(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    config_field(L, -1, "access_log_format");
+    if (rc == 0 && !lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING ||
+            (site->access_log_format = config_access_format(lua_tostring(L, -1))) == -1) {
+            config_error(path, "setting '%s.access_log_format' must be \"combined\", \"timed\", "
+                               "\"vhost_combined\" or \"json\", not %s%.100s%s", setting,
+                         lua_type(L, -1) == LUA_TSTRING ? "\"" : "a ",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                         lua_type(L, -1) == LUA_TSTRING ? "\"" : "");
+            rc = -1;
+        } else if (site->access_log == NULL) {
+            /* One file, one format: goaccess reads a log in one. */
+            config_error(path, "setting '%s.access_log_format' is the format of the site's own "
+                               "access_log: set '%s.access_log' too, or the top-level access_log_format",
+                         setting, setting);
+            rc = -1;
+        }
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
 /* sites = { ["NAME"] = { backends = {...}, balance = "...", aliases = {...} }, ... } */
 int config_read_sites(lua_State *L, const char *path, struct config *config)
 {
@@ -510,6 +558,8 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             continue;
         }
         rc = read_aliases(L, path, setting, router, site);
+        if (rc == 0)
+            rc = read_site_log(L, path, setting, site);
         if (rc == 0)
             rc = read_site_pool(L, path, setting, config, site);
     }

@@ -38,6 +38,21 @@ long privileges_future_uid(const char *user)
     return (long)pw->pw_uid;
 }
 
+int privileges_log_owner(const char *user, uid_t *uid, gid_t *gid)
+{
+    struct passwd *pw;
+    struct group *adm;
+
+    if (geteuid() != 0 || (pw = getpwnam(user)) == NULL)
+        return -1;
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
+    adm = getgrnam("adm");
+    if (adm != NULL)
+        *gid = adm->gr_gid;
+    return 0;
+}
+
 int privileges_drop(const char *user)
 {
     struct passwd *pw;

@@ -110,16 +110,37 @@ void sockets_close(struct sockets *s)
     s->count = 0;
 }
 
-int apply_access_log(const char *path, const struct config *c)
+/* Opens the log at file into *log (unless open already), or says why
+ * not, naming the config at path and the setting. Returns 0 or -1. */
+static int open_log(const char *path, const char *setting, const char *file, struct access_log **log)
 {
-    if (c->operations.access_log == NULL) {
-        access_log_close();
+    if (*log != NULL)
         return 0;
-    }
-    if (access_log_open(c->operations.access_log, (enum access_format)c->operations.access_log_format) == -1) {
-        fprintf(stderr, "rsp: %s: setting 'access_log': cannot open %s: %s\n", path,
-                c->operations.access_log, strerror(errno));
+    *log = access_log_open(file);
+    if (*log != NULL)
+        return 0;
+    fprintf(stderr, "rsp: %s: setting '%s': cannot open %s: %s\n", path, setting, file, strerror(errno));
+    return -1;
+}
+
+int apply_access_log(const char *path, struct config *c)
+{
+    struct operations *o = &c->operations;
+
+    if (o->access_log != NULL && open_log(path, "access_log", o->access_log, &o->log) == -1)
         return -1;
+    o->logging = o->log != NULL;
+    for (size_t i = 0; i < c->router.count; i++) {
+        struct site *site = &c->router.sites[i];
+        char setting[300];
+
+        o->site_logs |= site->access_log != NULL || site->access_log_off;
+        if (site->access_log == NULL)
+            continue;
+        snprintf(setting, sizeof setting, "sites[\"%s%s\"].access_log", site->wildcard ? "*" : "", site->name);
+        if (open_log(path, setting, site->access_log, &site->log) == -1)
+            return -1; /* what is open is closed with the config */
+        o->logging = true;
     }
     return 0;
 }
