@@ -233,7 +233,8 @@ def test_latency_counts_every_request(make_backend, start_proxy):
     assert set(sites) == {"default", "b.test", "-"}, sites
     assert (sites["default"].count, sites["b.test"].count, sites["-"].count) == (20, 5, 1), sites
     requests = {}
-    for s in families["rsp_requests"].samples:
+    # (prometheus_client names a counter's family without its _total)
+    for s in (s for f in families.values() for s in f.samples if s.name == "rsp_requests_total"):
         requests[s.labels["site"]] = requests.get(s.labels["site"], 0) + s.value
     assert requests == {name: h.count for name, h in sites.items()}, \
         f"rsp_requests_total by site {requests} != the histograms' _count {sites}"
@@ -270,6 +271,7 @@ def test_latency_counted_on_keep_alive_and_for_a_client_that_left(make_backend, 
         wait_status(proxy, lambda d: d["requests_in_flight"] == 1, "the leaving client's request in flight")
     finally:
         close_with_reset(sock)
+    wait_status(proxy, lambda d: d["connections"] == 0, "both connections closed")
     doc = settled_status(proxy, 4)
     assert sites_by_name(doc)["default"]["codes"] == {"200": 3, "499": 1}, doc["sites"]
     families = read_metrics(proxy)
@@ -302,6 +304,9 @@ def test_latency_added_up_across_workers(make_backend, start_proxy):
     finally:
         for conn in held:
             conn.close()
+    # The workers see the closes a moment later: settled_status compares
+    # status.json's connections with a later /metrics.
+    wait_status(proxy, lambda d: d["connections"] == 0, "the 40 connections closed")
     doc = settled_status(proxy, 40)
     families = read_metrics(proxy)
     site = histograms(families, SITE_FAMILY, "site")["default"]
