@@ -25,7 +25,6 @@ import pytest
 
 from client import Conn, build_request, close_with_reset
 from netutil import LOOPBACK
-from proxy import backend_address
 from test_status import _note_stage  # noqa: F401 (autouse: test_status's helpers ask the stage under test)
 from test_status import (POLL_TIMEOUT, Traffic, ask_status, assert_status_answer, name_of, settled_status,
                          sites_by_name, start_with_status, status_json, wait_status)
