@@ -77,6 +77,7 @@ PACKAGES=(
   pebble                 # an ACME test server (and pebble-challtestsrv, its mock DNS)
   certbot                # the ACME client the end-to-end test drives through rsp
   python3-gunicorn       # an application server with sync workers behind rsp (test_buffering.py)
+  python3-prometheus-client # Prometheus's own parser reads /metrics' histograms (test_latency.py)
 )
 
 if [ "$mode" = build ]; then

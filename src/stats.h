@@ -12,7 +12,9 @@
  *   bouncing between cores); readers add the rows up. When a worker dies
  *   its gauges are zeroed (what it held is gone) and its counters stay.
  * - per site and status code, per backend, per timeout kind: counters
- *   every process adds to with a relaxed atomic add, once per request.
+ *   every process adds to with a relaxed atomic add, once per request;
+ *   so are the latency histograms, a site's request durations and a
+ *   backend's response times (one bucket and the sum, once per request).
  * - shared state: a backend's passive health (down, and until when) and
  *   its active health (checked, failing), so that what one worker learns
  *   all of them know.
@@ -37,6 +39,11 @@
 #define STATS_FIRST_CODE 100    /* status codes 100..999 */
 #define STATS_CODES 900
 
+/* The histograms' buckets: upper bounds in seconds, 5 ms to 10 s (what
+ * Prometheus's client libraries use), and a last bucket without bound. */
+#define STATS_BUCKETS 12
+extern const double stats_bucket_bounds[STATS_BUCKETS - 1];
+
 enum stats_timeout { TIMEOUT_CONNECT, TIMEOUT_HEADER, TIMEOUT_BODY, TIMEOUT_RESPONSE, TIMEOUT_IDLE,
                      TIMEOUT_KINDS };
 
@@ -58,10 +65,20 @@ struct stats_row {
     _Atomic int64_t temp_files;     /* temporary files open */
 };
 
+/* Durations counted by bucket: buckets[i] counts those in
+ * (bounds[i-1], bounds[i]], not cumulative (whoever shows them adds up:
+ * a reader sees bucket counts that only grow); the sum in microseconds
+ * (58 years of durations at 10,000 s a second before it wraps). */
+struct stats_histogram {
+    _Atomic uint64_t buckets[STATS_BUCKETS];
+    _Atomic uint64_t sum_us;
+};
+
 struct stats_site {
     _Atomic int state;              /* 0 free, 1 being claimed, 2 in use */
     char name[STATS_NAME];
     _Atomic uint64_t codes[STATS_CODES];
+    struct stats_histogram duration; /* a request's first byte to its response's last */
 };
 
 struct stats_backend {
@@ -70,6 +87,7 @@ struct stats_backend {
     uint64_t addresses;             /* a hash of its resolved addresses */
     _Atomic uint64_t requests;      /* sent to it */
     _Atomic uint64_t failures;      /* connects that failed or timed out */
+    struct stats_histogram response_time; /* request head sent to response head read */
     _Atomic bool down;              /* passive health: a connect failed recently */
     _Atomic double retry_at;        /* while down: when to try it again (monotonic s) */
     _Atomic bool checked;           /* active checks run */
@@ -127,6 +145,9 @@ static inline void stats_add(_Atomic uint64_t *counter, uint64_t n)
 
 /* Counts a finished request of `site` answered with `status`. */
 void stats_count_request(struct stats_site *site, int status);
+
+/* Counts a duration of `seconds` (>= 0) in h. */
+void stats_observe(struct stats_histogram *h, double seconds);
 
 /* Counts a timeout. */
 void stats_count_timeout(enum stats_timeout kind);

@@ -105,6 +105,39 @@ void status_totals(const struct status_view *v, struct totals *t)
     }
 }
 
+void histogram_read(const struct stats_histogram *h, struct histogram_view *view)
+{
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < STATS_BUCKETS; i++) {
+        total += counter_value(&h->buckets[i]);
+        view->cumulative[i] = total;
+    }
+    view->sum = (double)counter_value(&h->sum_us) / 1e6;
+}
+
+/* The bucket holding the quantile's rank is the first whose cumulative
+ * count reaches it; within it, the durations are taken as spread evenly
+ * from its lower bound (0 for the first) to its upper. Past the last
+ * bound nothing is known: the estimate is that bound, 10 s. */
+double histogram_quantile(const struct histogram_view *view, double q)
+{
+    uint64_t total = view->cumulative[STATS_BUCKETS - 1];
+    double rank = q * (double)total;
+    size_t i = 0;
+
+    if (total == 0)
+        return -1;
+    while ((double)view->cumulative[i] < rank)
+        i++;
+    if (i == STATS_BUCKETS - 1)
+        return stats_bucket_bounds[STATS_BUCKETS - 2];
+    double lower = i == 0 ? 0 : stats_bucket_bounds[i - 1];
+    uint64_t below = i == 0 ? 0 : view->cumulative[i - 1];
+
+    return lower + (stats_bucket_bounds[i] - lower) * (rank - (double)below) /
+                   (double)(view->cumulative[i] - below);
+}
 
 void status_for_each_pool(struct out *o, const struct status_view *v, pool_fn fn)
 {

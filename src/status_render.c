@@ -49,6 +49,25 @@ static void json_pool(struct out *o, const struct status_view *v, const char *na
     out_printf(o, "]}");
 }
 
+/* "p50": ..., "p99": ... of a histogram, estimated from its buckets
+ * (histogram_quantile); null before anything was counted. */
+static void json_quantiles(struct out *o, const struct stats_histogram *h)
+{
+    static const double qs[] = { 0.5, 0.99 };
+    struct histogram_view view;
+
+    histogram_read(h, &view);
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        double estimate = histogram_quantile(&view, qs[i]);
+
+        out_printf(o, "%s\"p%.0f\": ", i == 0 ? "" : ", ", qs[i] * 100);
+        if (estimate < 0)
+            out_printf(o, "null");
+        else
+            out_printf(o, "%.6f", estimate);
+    }
+}
+
 /* "certificates": what the ACME client keeps (chapter 19). */
 static void json_certificates(struct out *o)
 {
@@ -136,6 +155,8 @@ int status_render_json(struct buffer *out, const struct status_view *v)
                 (unsigned long long)n);
             first_code = false;
         }
+        out_printf(&o, "}, \"duration_seconds\": {");
+        json_quantiles(&o, &site->duration);
         out_printf(&o, "}}");
     }
     out_printf(&o, "\n  ],\n  \"pools\": [");
@@ -167,6 +188,30 @@ static void family(struct out *o, const char *name, const char *type, const char
     out_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Writes the samples of histogram `name` labelled label="value": its
+ * buckets (cumulative, le="+Inf" last), _sum and _count. */
+static void put_histogram(struct out *o, const char *name, const char *label, const char *value,
+                          const struct stats_histogram *h)
+{
+    struct histogram_view view;
+
+    histogram_read(h, &view);
+    for (size_t i = 0; i < STATS_BUCKETS; i++) {
+        out_printf(o, "%s_bucket{%s=\"", name, label);
+        put_label(o, value);
+        if (i < STATS_BUCKETS - 1)
+            out_printf(o, "\",le=\"%g\"} %llu\n", stats_bucket_bounds[i],
+                       (unsigned long long)view.cumulative[i]);
+        else
+            out_printf(o, "\",le=\"+Inf\"} %llu\n", (unsigned long long)view.cumulative[i]);
+    }
+    out_printf(o, "%s_sum{%s=\"", name, label);
+    put_label(o, value);
+    out_printf(o, "\"} %.6f\n%s_count{%s=\"", view.sum, name, label);
+    put_label(o, value);
+    out_printf(o, "\"} %llu\n", (unsigned long long)view.cumulative[STATS_BUCKETS - 1]);
+}
+
 static void metrics_backend_up(struct out *o, const struct status_view *v, const char *name,
                                const struct pool *pool, bool *first)
 {
@@ -182,7 +227,7 @@ static void metrics_backend_up(struct out *o, const struct status_view *v, const
 }
 
 /* What metrics_backends writes of each backend. */
-enum backend_figure { FIGURE_REQUESTS, FIGURE_IN_FLIGHT, FIGURE_IDLE };
+enum backend_figure { FIGURE_REQUESTS, FIGURE_IN_FLIGHT, FIGURE_IDLE, FIGURE_RESPONSE_TIME };
 
 /* Each backend of the config once, though several pools may list it. */
 static void metrics_backends(struct out *o, const struct status_view *v, enum backend_figure figure)
@@ -201,6 +246,10 @@ static void metrics_backends(struct out *o, const struct status_view *v, enum ba
                 seen = pool->backends[k] == b;
             if (seen)
                 continue;
+            if (figure == FIGURE_RESPONSE_TIME) {
+                put_histogram(o, "rsp_backend_response_seconds", "backend", b->name, &b->stats->response_time);
+                continue;
+            }
             out_printf(o, "%s{backend=\"", figure == FIGURE_IN_FLIGHT ? "rsp_backend_in_flight"
                                             : figure == FIGURE_IDLE    ? "rsp_backend_idle"
                                                                        : "rsp_backend_requests_total");
@@ -234,6 +283,10 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
             out_printf(&o, "\",code=\"%zu\"} %llu\n", c + STATS_FIRST_CODE, (unsigned long long)n);
         }
     }
+    family(&o, "rsp_request_duration_seconds", "histogram",
+           "Time from a request's first byte to its response's last, by site (rsp's own answers included).");
+    FOR_EACH_SITE(v, site)
+        put_histogram(&o, "rsp_request_duration_seconds", "site", site->name, &site->duration);
     family(&o, "rsp_backend_up", "gauge",
            "Whether a backend takes requests (1), or health checks or a failed connect took it out (0).");
     status_for_each_pool(&o, v, metrics_backend_up);
@@ -243,6 +296,9 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     metrics_backends(&o, v, FIGURE_IN_FLIGHT);
     family(&o, "rsp_backend_idle", "gauge", "Connections to a backend kept open for the next request.");
     metrics_backends(&o, v, FIGURE_IDLE);
+    family(&o, "rsp_backend_response_seconds", "histogram",
+           "Time from sending a request's head to a backend to reading its response's head.");
+    metrics_backends(&o, v, FIGURE_RESPONSE_TIME);
     family(&o, "rsp_connections", "gauge", "Client connections open.");
     out_printf(&o, "rsp_connections %lld\n", (long long)t.connections);
     family(&o, "rsp_requests_in_flight", "gauge", "Requests begun and not yet answered.");

@@ -267,6 +267,14 @@ static struct access_log *exchange_log(const struct relay *relay, enum access_fo
     return site->log;
 }
 
+/* How long the exchange's request took, as logged and counted: from its
+ * first byte to its response's last queued for the client (or to now, for
+ * a client that left before). */
+static double exchange_seconds(const struct exchange *x)
+{
+    return (x->response_ended > 0 ? x->response_ended : reactor_now()) - x->head_started;
+}
+
 /* Writes the exchange's access log line, if it had a request: with the
  * status the client got, or 499 (nginx's "client closed request") if it
  * left before any answer. */
@@ -296,7 +304,7 @@ static void log_exchange(struct relay *relay)
         .body_bytes = x->body_bytes,
         .referer = text[1],
         .agent = text[2],
-        .seconds = (x->response_ended > 0 ? x->response_ended : reactor_now()) - x->head_started,
+        .seconds = exchange_seconds(x),
         .backend = x->status != 0 && x->response_began && x->current != NULL ? x->current->name : NULL,
     };
     access_log_write(log, format, &e);
@@ -454,6 +462,7 @@ static void send_again(struct relay *relay)
     connection_write(&x->upstream->conn, buffer_bytes(&x->replay), buffer_length(&x->replay));
     buffer_free(&x->replay);
     x->phase = PHASE_SENT;
+    x->head_sent = reactor_now();
     x->request_sent = reactor_now();
     buffering_send_body(relay);
 }
@@ -706,6 +715,7 @@ static void send_request(struct relay *relay)
         used += (size_t)n;
     }
     connection_write(&x->upstream->conn, head.data, buffer_length(&head));
+    x->head_sent = reactor_now();
     stats_add(&x->current->stats->requests, 1);
     /* A connection from the pool may turn out to have been closed by the
      * backend as we wrote: keep what we sent, to send it again once. */
@@ -1011,6 +1021,7 @@ static void response_head(struct relay *relay, const char *data, size_t len)
             buffer_consume(&x->response_head, used);
             continue;
         }
+        stats_observe(&x->current->stats->response_time, reactor_now() - x->head_sent);
         if (start_response(relay, buf) != 0) {
             bad_response(relay, "sent a response whose framing is broken (Content-Length or "
                                 "Transfer-Encoding)");
@@ -1225,8 +1236,10 @@ void exchange_free(struct relay *relay)
     if (x->head_started > 0) {
         /* Counted as logged: 499 for a client that left before any answer. */
         stats_gauge_own(&stats_row()->in_flight, -1);
-        stats_count_request(x->site != NULL ? x->site : relay->config->router.unknown_stats,
-                            x->status != 0 ? x->status : 499);
+        struct stats_site *site = x->site != NULL ? x->site : relay->config->router.unknown_stats;
+
+        stats_count_request(site, x->status != 0 ? x->status : 499);
+        stats_observe(&site->duration, exchange_seconds(x));
     }
     buffer_free(&x->log_fields);
     relay_release_backend(relay);

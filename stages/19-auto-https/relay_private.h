@@ -88,6 +88,7 @@ struct exchange {
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */
     double attempt_started;          /* the connect under way started */
+    double head_sent;                /* the request head was queued for the backend */
     double last_body_read;           /* body bytes last came from the client */
     double request_sent;             /* the whole request was queued for the backend; 0: not yet */
 

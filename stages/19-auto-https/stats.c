@@ -7,6 +7,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+const double stats_bucket_bounds[STATS_BUCKETS - 1] = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
 static struct stats *shared;
 static int row;
 
@@ -138,6 +142,18 @@ void stats_count_request(struct stats_site *site, int status)
     if (status < STATS_FIRST_CODE || status >= STATS_FIRST_CODE + STATS_CODES)
         return; /* not a status we could have sent */
     stats_add(&site->codes[status - STATS_FIRST_CODE], 1);
+}
+
+void stats_observe(struct stats_histogram *h, double seconds)
+{
+    size_t i = 0;
+
+    while (i < STATS_BUCKETS - 1 && seconds > stats_bucket_bounds[i])
+        i++;
+    /* Two adds: a process killed between them leaves one duration out
+     * of the sum, never a count twice. */
+    stats_add(&h->buckets[i], 1);
+    stats_add(&h->sum_us, (uint64_t)(seconds * 1e6 + 0.5));
 }
 
 void stats_count_timeout(enum stats_timeout kind)

@@ -50,6 +50,19 @@ static void put_duration(struct out *o, double seconds)
         out_printf(o, "%lds", s);
 }
 
+/* A duration estimate: "12 ms", "1.25 s"; "-" for none (negative). */
+static void put_latency(struct out *o, double seconds)
+{
+    if (seconds < 0)
+        out_printf(o, "-");
+    else if (seconds < 0.01)
+        out_printf(o, "%.1f ms", seconds * 1000);
+    else if (seconds < 1)
+        out_printf(o, "%.0f ms", seconds * 1000);
+    else
+        out_printf(o, "%.2f s", seconds);
+}
+
 static void tile(struct out *o, const char *label, const char *format, unsigned long long n)
 {
     out_printf(o, "<div class=\"tile\"><div class=\"n\">");
@@ -172,9 +185,10 @@ int status_render_html(struct buffer *out, const struct status_view *v)
     out_printf(&o, "</div>\n<h2>Backends</h2>\n<div class=\"wrap\">\n");
     status_for_each_pool(&o, v, page_pool);
     out_printf(&o, "</div>\n<h2>Sites</h2>\n<div class=\"wrap\"><table>\n<tr><th>site</th>"
-                   "<th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th></tr>\n");
+                   "<th>requests</th><th>2xx</th><th>3xx</th><th>4xx</th><th>5xx</th><th>p50</th><th>p99</th></tr>\n");
     FOR_EACH_SITE(v, site) {
         uint64_t classes[5] = { 0 };
+        struct histogram_view duration;
 
         for (size_t c = 0; c < STATS_CODES; c++) {
             size_t class = (c + STATS_FIRST_CODE) / 100 - 1;
@@ -184,10 +198,16 @@ int status_render_html(struct buffer *out, const struct status_view *v)
         }
         out_printf(&o, "<tr class=\"site\"><td>");
         put_html(&o, site->name);
-        out_printf(&o, "</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td></tr>\n",
+        out_printf(&o, "</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td>"
+                       "<td class=\"p50\">",
                    (unsigned long long)site_requests(site), (unsigned long long)classes[1],
                    (unsigned long long)classes[2], (unsigned long long)classes[3],
                    (unsigned long long)classes[4]);
+        histogram_read(&site->duration, &duration);
+        put_latency(&o, histogram_quantile(&duration, 0.5));
+        out_printf(&o, "</td><td class=\"p99\">");
+        put_latency(&o, histogram_quantile(&duration, 0.99));
+        out_printf(&o, "</td></tr>\n");
     }
     out_printf(&o, "</table></div>\n<p class=\"meta\">Also: <a href=\"/status.json\">status.json</a>, "
                    "<a href=\"/metrics\">metrics</a>. This page reloads every 5 seconds.</p>\n"

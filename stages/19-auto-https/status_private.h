@@ -24,6 +24,13 @@ struct totals {
     uint64_t bodies_buffered, spooled_in, spooled_out;
 };
 
+/* A histogram as read once: counts cumulative, as Prometheus has them
+ * (cumulative[STATS_BUCKETS - 1] is the count of all), and the sum in s. */
+struct histogram_view {
+    uint64_t cumulative[STATS_BUCKETS];
+    double sum;
+};
+
 /* Appends printf-style text; after a failure (out of memory) *failed
  * stays set and nothing more is appended. */
 struct out {
@@ -49,6 +56,11 @@ uint64_t counter_value(const _Atomic uint64_t *counter);
 uint64_t site_requests(const struct stats_site *site);
 bool site_configured(const struct config *c, const struct stats_site *site);
 void status_totals(const struct status_view *v, struct totals *t);
+/* Reads h's counters once into view. */
+void histogram_read(const struct stats_histogram *h, struct histogram_view *view);
+/* The q-quantile (0 < q <= 1) of what view counted, estimated as
+ * Prometheus's histogram_quantile() does; -1 when it counted nothing. */
+double histogram_quantile(const struct histogram_view *view, double q);
 /* Calls fn for each pool of the config with the name the page gives it:
  * "default" for the default site's, a named pool's name, a site's name
  * for the backends a site lists itself. */
