@@ -76,7 +76,7 @@ static void release_upstream(struct relay *relay, bool reusable)
     relay->x->upstream = NULL;
 }
 
-void relay_release_backend(struct relay *relay)
+void exchange_release_backend(struct relay *relay)
 {
     release_upstream(relay, false);
 }
@@ -302,7 +302,7 @@ static void answer_ourselves(struct relay *relay, const char *data, size_t lengt
     response_finished(relay);
 }
 
-void relay_fail_request(struct relay *relay, int status)
+void exchange_fail_request(struct relay *relay, int status)
 {
     struct exchange *x = exchange_begin(relay);
     struct buffer answer = BUFFER_INIT;
@@ -317,7 +317,7 @@ void relay_fail_request(struct relay *relay, int status)
      * the log yet (request_ready does it); later, the head is gone. */
     if (x->phase == PHASE_HEAD)
         log_request_fields(relay);
-    relay_release_backend(relay);
+    exchange_release_backend(relay);
     if (x->response_started && connection_drop_held(&relay->client)) {
         /* The head is still held with the body bytes read with it
          * (connection_cork): the client has had nothing yet, and can
@@ -373,7 +373,7 @@ static void report_shortage(const struct exchange *x, int error)
  * request is to get a 503. Otherwise marks the backend down once every
  * address of it has failed, and returns true: trying another backend makes
  * sense. */
-bool relay_attempt_failed(struct relay *relay, int error)
+bool exchange_attempt_failed(struct relay *relay, int error)
 {
     struct exchange *x = relay->x;
 
@@ -418,7 +418,7 @@ static int connect_next(struct relay *relay)
         x->reused = false;
         x->upstream = upstream_connect(x->current, x->address, exchange_upstream_event, relay);
         if (x->upstream == NULL) {
-            if (!relay_attempt_failed(relay, errno))
+            if (!exchange_attempt_failed(relay, errno))
                 return -2;
             continue;
         }
@@ -454,12 +454,12 @@ void exchange_connect(struct relay *relay, int status)
     case 0:
         break;
     case -2: /* our own shortage: no backend is to blame */
-        relay_fail_request(relay, 503);
+        exchange_fail_request(relay, 503);
         break;
     default:
         if (status == 502)
             pool_unreachable(x->pool);
-        relay_fail_request(relay, status);
+        exchange_fail_request(relay, status);
     }
 }
 
@@ -471,14 +471,14 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     ssize_t n = body_frame(&x->info.body, data, len);
 
     if (n == -1) {
-        relay_fail_request(relay, 400); /* invalid chunked framing */
+        exchange_fail_request(relay, 400); /* invalid chunked framing */
         return;
     }
     /* A chunked body streamed (request_buffering = false) is bounded too,
      * its framing counted with it (chapter 17). */
     x->body_streamed += (uint64_t)n;
     if (relay->config->buffering.max_body > 0 && x->body_streamed > relay->config->buffering.max_body) {
-        relay_fail_request(relay, 413);
+        exchange_fail_request(relay, 413);
         return;
     }
     connection_write(&x->upstream->conn, data, (size_t)n);
@@ -519,7 +519,7 @@ static bool ask_route(struct relay *relay)
         break;
     }
     buffer_free(&answer);
-    relay_fail_request(relay, 500);
+    exchange_fail_request(relay, 500);
     return true;
 }
 
@@ -541,7 +541,7 @@ static bool answer_plain_http(struct relay *relay)
     if (rc == -1) {
         buffer_free(&answer);
         log_msg("out of memory answering a plain HTTP request");
-        relay_fail_request(relay, 500);
+        exchange_fail_request(relay, 500);
         return true;
     }
     x->keep_client = keep;
@@ -568,7 +568,7 @@ static void request_ready(struct relay *relay)
         memcmp(buf + x->request->target.offset, ACME_PREFIX, sizeof ACME_PREFIX - 1) == 0)
         status = 404;
     if (status != 0) {
-        relay_fail_request(relay, status);
+        exchange_fail_request(relay, status);
         return;
     }
     /* It counts for the site its Host names, whether route or the Host
@@ -588,13 +588,13 @@ static void request_ready(struct relay *relay)
         x->pool = router_route(&relay->config->router, buf + x->info.host.offset,
                                x->info.host.length);
     if (x->pool == NULL) {
-        relay_fail_request(relay, 421);
+        exchange_fail_request(relay, 421);
         return;
     }
     /* Active checks say every backend is down: do not make the client
      * wait for connects that will fail. */
     if (pool_all_failing(x->pool)) {
-        relay_fail_request(relay, 503);
+        exchange_fail_request(relay, 503);
         return;
     }
     buffering_begin(relay);
@@ -633,7 +633,7 @@ static void parse_head(struct relay *relay)
     if (rc == HTTP_DONE)
         request_ready(relay);
     else if (rc != HTTP_INCOMPLETE)
-        relay_fail_request(relay, rc);
+        exchange_fail_request(relay, rc);
 }
 
 /* The parsed request pointed into the buffer: done with both. What is
@@ -662,7 +662,7 @@ static void send_request(struct relay *relay)
                            &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
-        relay_fail_request(relay, 502);
+        exchange_fail_request(relay, 502);
         return;
     }
     x->phase = PHASE_BODY;
@@ -672,13 +672,13 @@ static void send_request(struct relay *relay)
         ssize_t n = body_frame(&x->info.body, rest, buffer_length(&relay->head) - head_length);
         if (n == -1) {
             buffer_free(&head);
-            relay_fail_request(relay, 400); /* invalid chunked framing */
+            exchange_fail_request(relay, 400); /* invalid chunked framing */
             return;
         }
         if (buffer_append(&head, rest, (size_t)n) == -1) {
             buffer_free(&head);
             log_msg("out of memory writing a request");
-            relay_fail_request(relay, 502);
+            exchange_fail_request(relay, 502);
             return;
         }
         used += (size_t)n;
@@ -716,12 +716,12 @@ static void connect_finished(struct relay *relay)
             send_request(relay);
         return;
     }
-    bool retry = relay_attempt_failed(relay, error);
-    relay_release_backend(relay);
+    bool retry = exchange_attempt_failed(relay, error);
+    exchange_release_backend(relay);
     if (retry)
         exchange_connect(relay, 502);
     else
-        relay_fail_request(relay, 503);
+        exchange_fail_request(relay, 503);
 }
 
 void exchange_client_data(struct relay *relay, const char *data, size_t len)
@@ -780,16 +780,16 @@ void exchange_client_finished(struct relay *relay)
         x->phase = PHASE_DRAIN;
         connection_shutdown_write(&relay->client);
     } else if (x->phase == PHASE_HEAD || x->phase == PHASE_BUFFER) {
-        relay_fail_request(relay, 400); /* the head, or the body, was cut short */
+        exchange_fail_request(relay, 400); /* the head, or the body, was cut short */
     } else if (x->phase == PHASE_BODY) {
         /* The body was cut short. If the backend already answered, let its
          * answer through; otherwise the request is broken. */
         if (!x->response_started) {
-            relay_fail_request(relay, 400);
+            exchange_fail_request(relay, 400);
         } else {
             x->phase = PHASE_DRAIN;
             if (x->response_done)
-                relay_release_backend(relay);
+                exchange_release_backend(relay);
         }
     } else if (x->phase == PHASE_TUNNEL && x->upstream != NULL) {
         connection_shutdown_write(&x->upstream->conn);
@@ -831,7 +831,7 @@ void exchange_next(struct relay *relay)
 static void bad_response(struct relay *relay, const char *what)
 {
     log_msg("backend %s: %s", relay->x->current->name, what);
-    relay_fail_request(relay, 502);
+    exchange_fail_request(relay, 502);
 }
 
 /* Bytes of a response body (or of a tunnel) for the client, counted for
@@ -871,7 +871,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
     if (n == -1) {
         log_msg("backend %s: malformed chunked response body; cut off", x->current->name);
         x->upstream_reusable = false;
-        relay_fail_request(relay, 502);
+        exchange_fail_request(relay, 502);
         return;
     }
     if (!x->dechunk)
@@ -1055,7 +1055,7 @@ static void backend_finished(struct relay *relay, bool broken)
          * sent the request. It never saw it; send it again, once, on a new
          * connection. */
         x->retried = true;
-        relay_release_backend(relay);
+        exchange_release_backend(relay);
         x->address = NULL;
         x->tried = 0;
         exchange_connect(relay, 502);
@@ -1207,7 +1207,7 @@ void exchange_free(struct relay *relay)
                             x->status != 0 ? x->status : 499);
     }
     buffer_free(&x->log_fields);
-    relay_release_backend(relay);
+    exchange_release_backend(relay);
     free(x->request);
     x->request = NULL;
     request_info_free(&x->info);

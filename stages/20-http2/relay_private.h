@@ -157,7 +157,7 @@ void exchange_upstream_event(void *relay, uint32_t events);
  * off if part of a response was already sent) and drops the backend. The
  * client connection stays open if the request was read whole and may; else
  * it closes after the answer, and what the client sends is drained. */
-void relay_fail_request(struct relay *relay, int status);
+void exchange_fail_request(struct relay *relay, int status);
 
 /* The exchange is finished and the client connection stays open: starts
  * the next one, with the bytes the client already sent, if any. Call only
@@ -174,10 +174,10 @@ static inline const char *relay_bytes(const struct relay *relay)
  * the shortage is ours (out of fds, memory, ports), true if trying another
  * backend makes sense (and then marks this one down once every address of
  * it has failed). */
-bool relay_attempt_failed(struct relay *relay, int error);
+bool exchange_attempt_failed(struct relay *relay, int error);
 
 /* Closes the backend connection, if any. */
-void relay_release_backend(struct relay *relay);
+void exchange_release_backend(struct relay *relay);
 
 /* Gets a backend connection for the request: an idle one of the next
  * backend, or a new connect to the next address or backend. If nothing is
