@@ -1,6 +1,8 @@
-/* relay_private.h -- what relay.c, exchange.c and relay_time.c share: the
- * relay (one client connection) and the exchange it is serving (one
- * request and its response). Private to those files. */
+/* relay_private.h -- what relay.c, relay_time.c, buffering.c and the
+ * exchange's files (exchange.c, exchange_request.c, exchange_response.c,
+ * access_log_capture.c) share: the relay (one client connection) and the
+ * exchange it is serving (one request and its response). Private to those
+ * files. */
 #ifndef RSP_RELAY_PRIVATE_H
 #define RSP_RELAY_PRIVATE_H
 
@@ -90,7 +92,7 @@ struct exchange {
     double last_body_read;           /* body bytes last came from the client */
     double request_sent;             /* the whole request was queued for the backend; 0: not yet */
 
-    /* For the access log (exchange_log_write). */
+    /* For the access log (access_log_capture.c). */
     int status;                      /* of the response the client gets; 0: none yet */
     uint64_t body_bytes;             /* of it, queued for the client */
     double response_ended;           /* its last byte was queued; 0: not yet */
@@ -130,7 +132,7 @@ static inline struct connection *relay_backend(const struct relay *relay)
     return relay->x->upstream != NULL ? &relay->x->upstream->conn : NULL;
 }
 
-/* exchange.c */
+/* exchange.c, exchange_request.c and exchange_response.c */
 
 /* What an idle relay's x points to: an exchange in PHASE_HEAD with nothing
  * in it, read-only (a write to it faults). */

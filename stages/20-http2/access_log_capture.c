@@ -1,0 +1,105 @@
+/* access_log_capture.c -- what the access log keeps of an exchange: the
+ * request's fields, copied while its head is still in the relay's buffer,
+ * and the line written from them when the exchange ends (access_log.c
+ * formats and writes it). */
+#include "exchange_private.h"
+
+#include "access_log.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+/* Appends one field for the log to x->log_fields, recording its length
+ * in slot i (data NULL: not there). Returns 0 or -1. */
+static int keep_field(struct exchange *x, int i, const char *data, size_t length)
+{
+    x->log_lengths[i] = data == NULL ? SIZE_MAX : length;
+    return data == NULL ? 0 : buffer_append(&x->log_fields, data, length);
+}
+
+/* The value of the request header `name`, or NULL. */
+static const char *request_header(const struct relay *relay, const char *name, size_t *length)
+{
+    const struct http_request *rq = relay->x->request;
+    const char *buf = relay_bytes(relay);
+    size_t n = strlen(name);
+
+    for (size_t i = 0; i < rq->header_count; i++) {
+        const struct http_header *h = &rq->headers[i];
+        if (h->name.length == n && strncasecmp(buf + h->name.offset, name, n) == 0) {
+            *length = h->value.length;
+            return buf + h->value.offset;
+        }
+    }
+    return NULL;
+}
+
+/* Copies what the access log needs of the request (its head is gone by
+ * the time the response ends): the request line as far as it came (up to
+ * its end of line, at most max_line bytes), and, from a whole head,
+ * Referer, User-Agent and Host. Once per exchange; nothing without a log. */
+void access_log_capture(struct relay *relay)
+{
+    struct exchange *x = relay->x;
+    const char *buf = relay_bytes(relay), *referer = NULL, *agent = NULL, *host = NULL, *eol;
+    size_t have = buffer_length(&relay->head), line, referer_length = 0, agent_length = 0, host_length = 0;
+
+    if (!access_log_enabled() || x->log_captured || have == 0)
+        return;
+    /* Empty lines before a request line are allowed (and skipped). */
+    while (have > 0 && (*buf == '\r' || *buf == '\n')) {
+        buf++;
+        have--;
+    }
+    if (have > relay->config->limits.max_line)
+        have = relay->config->limits.max_line;
+    eol = memchr(buf, '\n', have);
+    line = eol != NULL ? (size_t)(eol - buf) : have;
+    if (line > 0 && buf[line - 1] == '\r')
+        line--;
+    if (x->request != NULL && x->request->head_length > 0) {
+        referer = request_header(relay, "Referer", &referer_length);
+        agent = request_header(relay, "User-Agent", &agent_length);
+        host = request_header(relay, "Host", &host_length);
+    }
+    if (keep_field(x, 0, buf, line) == -1 || keep_field(x, 1, referer, referer_length) == -1 ||
+        keep_field(x, 2, agent, agent_length) == -1 || keep_field(x, 3, host, host_length) == -1) {
+        buffer_free(&x->log_fields);
+        return; /* out of memory: this request goes unlogged */
+    }
+    x->log_captured = true;
+}
+
+/* Writes the exchange's access log line, if it had a request: with the
+ * status the client got, or 499 (nginx's "client closed request") if it
+ * left before any answer. */
+void access_log_exchange(struct relay *relay)
+{
+    struct exchange *x = relay->x;
+    const char *fields = buffer_bytes(&x->log_fields);
+    struct access_entry e;
+    struct log_text text[4];
+
+    if (!access_log_enabled() || !x->log_captured)
+        return;
+    for (int i = 0; i < 4; i++) {
+        size_t length = x->log_lengths[i];
+        text[i] = (struct log_text){ length == SIZE_MAX ? NULL : fields, length == SIZE_MAX ? 0 : length };
+        if (length != SIZE_MAX)
+            fields += length;
+    }
+    e = (struct access_entry){
+        .client = relay->client_address,
+        .host = text[3],
+        .port = relay->server_port,
+        .request = text[0],
+        .status = x->status != 0 ? x->status : 499,
+        .body_bytes = x->body_bytes,
+        .referer = text[1],
+        .agent = text[2],
+        .seconds = (x->response_ended > 0 ? x->response_ended : reactor_now()) - x->head_started,
+        .backend = x->status != 0 && x->response_began && x->current != NULL ? x->current->name : NULL,
+    };
+    access_log_write(&e);
+}
