@@ -8,7 +8,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <strings.h>
 
 /* Appends one field for the log to x->log_fields, recording its length
  * in slot i (data NULL: not there). Returns 0 or -1. */
@@ -18,21 +17,16 @@ static int keep_field(struct exchange *x, int i, const char *data, size_t length
     return data == NULL ? 0 : buffer_append(&x->log_fields, data, length);
 }
 
-/* The value of the request header `name`, or NULL. */
+/* The value of the request header `name` (lower case), or NULL. */
 static const char *request_header(const struct relay *relay, const char *name, size_t *length)
 {
-    const struct http_request *rq = relay->x->request;
-    const char *buf = relay_bytes(relay);
-    size_t n = strlen(name);
+    struct request_view rq = relay_request_view(relay);
+    size_t i = request_find_header(&rq, name, 0);
 
-    for (size_t i = 0; i < rq->header_count; i++) {
-        const struct http_header *h = &rq->headers[i];
-        if (h->name.length == n && strncasecmp(buf + h->name.offset, name, n) == 0) {
-            *length = h->value.length;
-            return buf + h->value.offset;
-        }
-    }
-    return NULL;
+    if (i == rq.header_count)
+        return NULL;
+    *length = rq.headers[i].value.length;
+    return rq.buf + rq.headers[i].value.offset;
 }
 
 /* Copies what the access log needs of the request (its head is gone by
@@ -59,9 +53,9 @@ void access_log_capture(struct relay *relay)
     if (line > 0 && buf[line - 1] == '\r')
         line--;
     if (x->request != NULL && x->request->head_length > 0) {
-        referer = request_header(relay, "Referer", &referer_length);
-        agent = request_header(relay, "User-Agent", &agent_length);
-        host = request_header(relay, "Host", &host_length);
+        referer = request_header(relay, "referer", &referer_length);
+        agent = request_header(relay, "user-agent", &agent_length);
+        host = request_header(relay, "host", &host_length);
     }
     if (keep_field(x, 0, buf, line) == -1 || keep_field(x, 1, referer, referer_length) == -1 ||
         keep_field(x, 2, agent, agent_length) == -1 || keep_field(x, 3, host, host_length) == -1) {

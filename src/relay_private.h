@@ -172,6 +172,14 @@ static inline const char *relay_bytes(const struct relay *relay)
     return buffer_bytes(&relay->head);
 }
 
+/* The exchange's request as the checks and route() see it (request.h),
+ * while x->request holds its parsed head: its spans point into the
+ * relay's buffer, so it is made anew each time (the buffer may move). */
+static inline struct request_view relay_request_view(const struct relay *relay)
+{
+    return request_view_of(relay->x->request, relay_bytes(relay));
+}
+
 /* A connect to the current backend failed with `error`: returns false if
  * the shortage is ours (out of fds, memory, ports), true if trying another
  * backend makes sense (and then marks this one down once every address of

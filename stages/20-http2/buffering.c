@@ -244,15 +244,14 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
 /* True if the client waits for "100 Continue" before sending its body. */
 static bool expects_continue(const struct relay *relay)
 {
-    const struct http_request *rq = relay->x->request;
-    const char *buf = relay_bytes(relay);
+    struct request_view rq = relay_request_view(relay);
 
-    if (rq->minor_version == 0)
+    if (rq.minor_version == 0)
         return false;
-    for (size_t i = 0; i < rq->header_count; i++)
-        if (http_span_is(buf, rq->headers[i].name, "expect") &&
-            rq->headers[i].value.length == 12 &&
-            strncasecmp(buf + rq->headers[i].value.offset, "100-continue", 12) == 0)
+    for (size_t i = request_find_header(&rq, "expect", 0); i < rq.header_count;
+         i = request_find_header(&rq, "expect", i + 1))
+        if (rq.headers[i].value.length == 12 &&
+            strncasecmp(rq.buf + rq.headers[i].value.offset, "100-continue", 12) == 0)
             return true;
     return false;
 }

@@ -176,7 +176,8 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
 static bool ask_route(struct relay *relay)
 {
     struct exchange *x = relay->x;
-    struct route_request rq = { x->request, relay_bytes(relay), &x->info, relay->client_address };
+    struct request_view view = relay_request_view(relay);
+    struct route_request rq = { &view, &x->info, relay->client_address };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
     char lines[128];
@@ -208,12 +209,13 @@ static bool ask_route(struct relay *relay)
 static bool answer_plain_http(struct relay *relay)
 {
     struct exchange *x = relay->x;
+    struct request_view view = relay_request_view(relay);
     struct buffer answer = BUFFER_INIT;
     bool keep = x->request_complete && exchange_client_may_stay(relay);
     int rc;
 
     x->keep_client = keep;
-    rc = https_plain_answer(relay->config, x->request, relay_bytes(relay), &x->info, x->head_method,
+    rc = https_plain_answer(relay->config, &view, &x->info, x->head_method,
                             response_connection_line(exchange_client_connection(relay)), &answer);
     x->keep_client = false;
     if (rc == 0)
@@ -236,16 +238,17 @@ static bool answer_plain_http(struct relay *relay)
 static void request_ready(struct relay *relay)
 {
     struct exchange *x = relay->x;
-    const char *buf = relay_bytes(relay);
-    int status = request_check(x->request, buf, &relay->config->policy, &x->info);
+    struct request_view view = relay_request_view(relay);
+    const char *buf = view.buf;
+    int status = request_check(&view, &relay->config->policy, &x->info);
 
     access_log_capture(relay);
     x->head_method = exchange_is_head_request(relay);
     /* A target rsp refuses (an encoded slash, ...) under the ACME path is
      * one more name that is not a token there: 404, as for the others. */
     if (status == 400 && !relay->tls && relay->config->tls.acme_webroot != NULL &&
-        x->request->target.length >= sizeof ACME_PREFIX - 1 &&
-        memcmp(buf + x->request->target.offset, ACME_PREFIX, sizeof ACME_PREFIX - 1) == 0)
+        view.target.length >= sizeof ACME_PREFIX - 1 &&
+        memcmp(buf + view.target.offset, ACME_PREFIX, sizeof ACME_PREFIX - 1) == 0)
         status = 404;
     if (status != 0) {
         exchange_fail_request(relay, status);
@@ -255,7 +258,7 @@ static void request_ready(struct relay *relay)
      * then chooses the pool. */
     x->site = router_site_stats(&relay->config->router, buf + x->info.host.offset,
                                 x->info.host.length);
-    x->minor_version = x->request->minor_version;
+    x->minor_version = view.minor_version;
     x->client_keep_alive = x->info.keep_alive;
     x->upgrade = x->info.upgrade.length > 0;
     /* With no body, the head is the whole request. */
@@ -336,8 +339,9 @@ static void send_request(struct relay *relay)
     struct buffer head = BUFFER_INIT;
     size_t head_length = x->request->head_length, used = head_length;
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
+    struct request_view view = relay_request_view(relay);
 
-    if (request_write_head(x->request, relay_bytes(relay), &x->info, &relay->config->policy,
+    if (request_write_head(&view, &x->info, &relay->config->policy,
                            relay->client_address, relay->server_port, relay->tls, keep_backend,
                            &head) == -1) {
         buffer_free(&head);
