@@ -274,14 +274,15 @@ static void backend_finished(struct relay *relay, bool broken)
 /* True when the next bytes from the backend may go to the client without
  * rsp looking at them, spliced (chapter 16): body bytes of a response
  * framed by its length or by the backend's close, after the head, for a
- * client on plain HTTP, with `splice` on. A chunked body is read, to find
- * its end; a TLS client's bytes must be encrypted by us. */
+ * client whose transport splices (plain HTTP), with `splice` on. A chunked
+ * body is read, to find its end; a TLS client's bytes must be encrypted
+ * by us (its transport has no splice). */
 static bool response_splices(const struct relay *relay)
 {
     const struct exchange *x = relay->x;
 
-    return relay->config->scaling.splice && !relay->tls && x->response_started &&
-           !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
+    return relay->config->scaling.splice && connection_can_splice(&relay->client) &&
+           x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
            buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
             (x->framing == FRAMING_LENGTH &&
