@@ -446,7 +446,8 @@ static void check_sent_head(const struct http_request *req, const char *b,
     bool upgrading = info->upgrade.length > 0;
 
     struct buffer out = BUFFER_INIT;
-    CHECK(request_write_head(req, b, info, &policy, "192.0.2.1", "8080", keep_backend, keep_backend,
+    struct request_view view = request_view_of(req, b);
+    CHECK(request_write_head(&view, info, &policy, "192.0.2.1", "8080", keep_backend, keep_backend,
                              &out) == 0,
           "request_write_head failed");
     size_t len = buffer_length(&out);
@@ -465,7 +466,8 @@ static void check_sent_head(const struct http_request *req, const char *b,
     CHECK(span_text_equal((const uint8_t *)b, req->method, sent, fwd->method) &&
               fwd->minor_version == 1,
           "the request line sent on differs (or is not HTTP/1.1):\n%.*s", (int)len, sent);
-    rc = request_check(fwd, sent, &policy, &info2);
+    struct request_view fwd_view = request_view_of(fwd, sent);
+    rc = request_check(&fwd_view, &policy, &info2);
     CHECK(rc == 0, "the head sent to the backend fails request_check (%d):\n%.*s", rc, (int)len, sent);
     CHECK(info2.form != TARGET_ABSOLUTE && info2.whole_server == info->whole_server,
           "the target sent on is not in origin form (or '*'):\n%.*s", (int)len, sent);
@@ -544,8 +546,9 @@ static void check_forwarded_head(const struct http_request *req, const uint8_t *
     static const struct request_policy policy = { false, false };
     struct request_info info;
     const char *b = (const char *)buf;
+    struct request_view view = request_view_of(req, b);
 
-    if (request_check(req, b, &policy, &info) != 0) {
+    if (request_check(&view, &policy, &info) != 0) {
         request_info_free(&info);
         return;
     }

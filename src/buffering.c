@@ -161,14 +161,14 @@ static int keep_body(struct relay *relay, const char *data, size_t len)
 
     if (cfg->max_body > 0 && b->length + len > cfg->max_body) {
         drop_body(relay);
-        relay_fail_request(relay, 413); /* a chunked body grew too large */
+        exchange_fail_request(relay, 413); /* a chunked body grew too large */
         return -1;
     }
     if (b->fd == -1 && buffer_length(&b->memory) + len <= cfg->request_size) {
         if (buffer_append(&b->memory, data, len) == -1) {
             log_msg("out of memory buffering a request body");
             drop_body(relay);
-            relay_fail_request(relay, 500);
+            exchange_fail_request(relay, 500);
             return -1;
         }
     } else {
@@ -176,13 +176,13 @@ static int keep_body(struct relay *relay, const char *data, size_t len)
         if (b->fd == -1 && (b->fd = temp_open(cfg->temp_dir)) == -1) {
             log_file_problem("cannot open one for a request body; answered 500", errno);
             drop_body(relay);
-            relay_fail_request(relay, 500);
+            exchange_fail_request(relay, 500);
             return -1;
         }
         if (temp_write(b->fd, offset, data, len) < len) {
             log_file_problem("cannot write a request body to it; answered 500", errno);
             drop_body(relay);
-            relay_fail_request(relay, 500);
+            exchange_fail_request(relay, 500);
             return -1;
         }
         stats_add_own(&stats_row()->spooled_in, len);
@@ -224,7 +224,7 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
     n = body_frame(&x->info.body, data, len);
     if (n == -1) {
         drop_body(relay);
-        relay_fail_request(relay, 400); /* invalid chunked framing */
+        exchange_fail_request(relay, 400); /* invalid chunked framing */
         return;
     }
     /* A chunked body came through chunk_data (maybe answered already). */
@@ -244,15 +244,14 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
 /* True if the client waits for "100 Continue" before sending its body. */
 static bool expects_continue(const struct relay *relay)
 {
-    const struct http_request *rq = relay->x->request;
-    const char *buf = relay_bytes(relay);
+    struct request_view rq = relay_request_view(relay);
 
-    if (rq->minor_version == 0)
+    if (rq.minor_version == 0)
         return false;
-    for (size_t i = 0; i < rq->header_count; i++)
-        if (http_span_is(buf, rq->headers[i].name, "expect") &&
-            rq->headers[i].value.length == 12 &&
-            strncasecmp(buf + rq->headers[i].value.offset, "100-continue", 12) == 0)
+    for (size_t i = request_find_header(&rq, "expect", 0); i < rq.header_count;
+         i = request_find_header(&rq, "expect", i + 1))
+        if (rq.headers[i].value.length == 12 &&
+            strncasecmp(rq.buf + rq.headers[i].value.offset, "100-continue", 12) == 0)
             return true;
     return false;
 }
@@ -265,7 +264,7 @@ void buffering_begin(struct relay *relay)
 
     if (cfg->max_body > 0 && !x->info.body.done && !x->info.body.chunked &&
         body_framer_remaining(&x->info.body) > cfg->max_body) {
-        relay_fail_request(relay, 413); /* before reading a byte of it */
+        exchange_fail_request(relay, 413); /* before reading a byte of it */
         return;
     }
     if (!cfg->request || x->info.body.done || x->upgrade) {
@@ -275,7 +274,7 @@ void buffering_begin(struct relay *relay)
     x->body_buffer = calloc(1, sizeof *x->body_buffer);
     if (x->body_buffer == NULL) {
         log_msg("out of memory buffering a request body");
-        relay_fail_request(relay, 500);
+        exchange_fail_request(relay, 500);
         return;
     }
     x->body_buffer->fd = -1;
@@ -298,7 +297,7 @@ void buffering_begin(struct relay *relay)
         char *copy = malloc(extra);
         if (copy == NULL) {
             log_msg("out of memory buffering a request body");
-            relay_fail_request(relay, 500);
+            exchange_fail_request(relay, 500);
             return;
         }
         memcpy(copy, relay_bytes(relay) + head_length, extra);
@@ -352,7 +351,7 @@ static void feed_backend(struct relay *relay)
             len = left < BUFFERING_PIECE ? (size_t)left : BUFFERING_PIECE;
             if (temp_read(b->fd, b->sent - in_memory, len) == -1) {
                 log_file_problem("cannot read a request body back; answered 502", errno);
-                relay_fail_request(relay, 502);
+                exchange_fail_request(relay, 502);
                 return;
             }
             connection_write(c, piece, len);

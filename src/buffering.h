@@ -8,7 +8,7 @@
  * memory, the rest in a temporary file (up to max_temp_file_size), so
  * that the backend connection goes back to its pool as soon as the
  * backend is done, however slowly the client reads. Private to relay.c,
- * exchange.c and relay_time.c, like relay_private.h. */
+ * the exchange's files and relay_time.c, like relay_private.h. */
 #ifndef RSP_BUFFERING_H
 #define RSP_BUFFERING_H
 

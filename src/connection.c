@@ -201,14 +201,11 @@ bool connection_drop_held(struct connection *c)
 static bool flush_pipe(struct connection *c)
 {
     while (c->piped > 0) {
-        ssize_t n = splice(c->pipe->read_fd, NULL, c->handler.fd, NULL, c->piped,
-                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        ssize_t n = c->transport->splice_out(c, c->pipe->read_fd, c->piped);
         if (n > 0) {
             c->piped -= (size_t)n;
             written_out(c, n);
             stats_add_own(&stats_row()->bytes_spliced, (uint64_t)n);
-        } else if (n == -1 && errno == EINTR) {
-            continue;
         } else if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return false; /* the socket is full: wait for EPOLLOUT */
         } else {
@@ -227,7 +224,7 @@ ssize_t connection_splice_from(struct connection *c, struct connection *from, si
     /* Into an empty pipe only: then EAGAIN can only mean that `from` has
      * nothing, never that the pipe is full. */
     if (c->write_done || c->corked || connection_queued(c) > 0 || c->connecting ||
-        c->transport != &transport_plain || from->transport != &transport_plain) {
+        c->transport->splice_out == NULL || from->transport->splice_in == NULL) {
         errno = ENOBUFS;
         return -1;
     }
@@ -237,10 +234,7 @@ ssize_t connection_splice_from(struct connection *c, struct connection *from, si
     }
     if (len > c->pipe->capacity)
         len = c->pipe->capacity;
-    do {
-        n = splice(from->handler.fd, NULL, c->pipe->write_fd, NULL, len,
-                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    } while (n == -1 && errno == EINTR);
+    n = from->transport->splice_in(from, c->pipe->write_fd, len);
     if (n <= 0) {
         int error = errno;
         drop_pipe(c); /* empty: back to the pool */

@@ -93,12 +93,20 @@ void connection_uncork(struct connection *c);
  * and the peer has had none of it. */
 bool connection_drop_held(struct connection *c);
 
+/* True if c's transport splices (transport.h): bytes can reach or leave
+ * its socket without passing through rsp. */
+static inline bool connection_can_splice(const struct connection *c)
+{
+    return c->transport->splice_in != NULL && c->transport->splice_out != NULL;
+}
+
 /* Moves up to len bytes from the socket of `from` to c's socket through a
  * pipe (splice(2)): they never enter rsp's memory. What c's socket does
  * not take at once waits in the pipe, counted in connection_queued, and
- * goes out with connection_flush. Only when c has nothing queued and
- * both transports are the plain one. Returns the bytes taken from `from`,
- * 0 at its end of file, or -1 with errno: EAGAIN when it has nothing now,
+ * goes out with connection_flush. Only when c has nothing queued, c's
+ * transport splices out and that of `from` splices in (transport.h).
+ * Returns the bytes taken from `from`, 0 at its end of file, or -1 with
+ * errno: EAGAIN when it has nothing now,
  * ENOBUFS when no pipe can be had (read and copy instead), anything else
  * when `from` failed. A failure of c's socket shows as c->broken. */
 ssize_t connection_splice_from(struct connection *c, struct connection *from, size_t len);

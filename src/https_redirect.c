@@ -47,11 +47,11 @@ static int redirect(const struct config *c, const char *buf, const struct reques
     return rc == 0 ? 0 : -1;
 }
 
-int https_plain_answer(const struct config *c, const struct http_request *req, const char *buf,
+int https_plain_answer(const struct config *c, const struct request_view *req,
                        const struct request_info *info, bool head_only, const char *connection,
                        struct buffer *out)
 {
-    bool get_or_head = request_method_is(req, buf, "GET") || request_method_is(req, buf, "HEAD");
+    bool get_or_head = request_method_is(req, "GET") || request_method_is(req, "HEAD");
     int rc;
 
     if (info->path != NULL && acme_path(info->path, info->path_length)) {
@@ -63,5 +63,5 @@ int https_plain_answer(const struct config *c, const struct http_request *req, c
     }
     if (c->tls.context == NULL || !c->tls.redirect_http)
         return 0;
-    return redirect(c, buf, info, get_or_head, head_only, connection, out) == 0 ? 1 : -1;
+    return redirect(c, req->buf, info, get_or_head, head_only, connection, out) == 0 ? 1 : -1;
 }

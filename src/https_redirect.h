@@ -16,7 +16,7 @@
  * as usual; -1 if out of memory. The ACME path is answered when there is
  * an acme_webroot, and is never redirected (the ACME server validates
  * over plain HTTP). A redirect needs the Host; without one it is a 400. */
-int https_plain_answer(const struct config *c, const struct http_request *req, const char *buf,
+int https_plain_answer(const struct config *c, const struct request_view *req,
                        const struct request_info *info, bool head_only, const char *connection,
                        struct buffer *out);
 

@@ -1,6 +1,8 @@
-/* relay_private.h -- what relay.c, exchange.c and relay_time.c share: the
- * relay (one client connection) and the exchange it is serving (one
- * request and its response). Private to those files. */
+/* relay_private.h -- what relay.c, relay_time.c, buffering.c and the
+ * exchange's files (exchange.c, exchange_request.c, exchange_response.c,
+ * access_log_capture.c) share: the relay (one client connection) and the
+ * exchange it is serving (one request and its response). Private to those
+ * files. */
 #ifndef RSP_RELAY_PRIVATE_H
 #define RSP_RELAY_PRIVATE_H
 
@@ -92,7 +94,7 @@ struct exchange {
     double last_body_read;           /* body bytes last came from the client */
     double request_sent;             /* the whole request was queued for the backend; 0: not yet */
 
-    /* For the access log (exchange_log_write). */
+    /* For the access log (access_log_capture.c). */
     int status;                      /* of the response the client gets; 0: none yet */
     uint64_t body_bytes;             /* of it, queued for the client */
     double response_ended;           /* its last byte was queued; 0: not yet */
@@ -132,7 +134,7 @@ static inline struct connection *relay_backend(const struct relay *relay)
     return relay->x->upstream != NULL ? &relay->x->upstream->conn : NULL;
 }
 
-/* exchange.c */
+/* exchange.c, exchange_request.c and exchange_response.c */
 
 /* What an idle relay's x points to: an exchange in PHASE_HEAD with nothing
  * in it, read-only (a write to it faults). */
@@ -159,7 +161,7 @@ void exchange_upstream_event(void *relay, uint32_t events);
  * off if part of a response was already sent) and drops the backend. The
  * client connection stays open if the request was read whole and may; else
  * it closes after the answer, and what the client sends is drained. */
-void relay_fail_request(struct relay *relay, int status);
+void exchange_fail_request(struct relay *relay, int status);
 
 /* The exchange is finished and the client connection stays open: starts
  * the next one, with the bytes the client already sent, if any. Call only
@@ -172,14 +174,22 @@ static inline const char *relay_bytes(const struct relay *relay)
     return buffer_bytes(&relay->head);
 }
 
+/* The exchange's request as the checks and route() see it (request.h),
+ * while x->request holds its parsed head: its spans point into the
+ * relay's buffer, so it is made anew each time (the buffer may move). */
+static inline struct request_view relay_request_view(const struct relay *relay)
+{
+    return request_view_of(relay->x->request, relay_bytes(relay));
+}
+
 /* A connect to the current backend failed with `error`: returns false if
  * the shortage is ours (out of fds, memory, ports), true if trying another
  * backend makes sense (and then marks this one down once every address of
  * it has failed). */
-bool relay_attempt_failed(struct relay *relay, int error);
+bool exchange_attempt_failed(struct relay *relay, int error);
 
 /* Closes the backend connection, if any. */
-void relay_release_backend(struct relay *relay);
+void exchange_release_backend(struct relay *relay);
 
 /* Gets a backend connection for the request: an idle one of the next
  * backend, or a new connect to the next address or backend. If nothing is

@@ -137,12 +137,12 @@ static void connect_timed_out(struct relay *relay)
     bool retry;
 
     log_timeout(relay, DEADLINE_CONNECT, "the backend did not accept the connection");
-    retry = relay_attempt_failed(relay, ETIMEDOUT);
-    relay_release_backend(relay);
+    retry = exchange_attempt_failed(relay, ETIMEDOUT);
+    exchange_release_backend(relay);
     if (retry)
         exchange_connect(relay, 504);
     else
-        relay_fail_request(relay, 504);
+        exchange_fail_request(relay, 504);
 }
 
 static void deadline_passed(struct relay *relay, enum deadline which)
@@ -156,7 +156,7 @@ static void deadline_passed(struct relay *relay, enum deadline which)
             return;
         }
         log_timeout(relay, which, "the request head did not arrive in time; answered 408");
-        relay_fail_request(relay, 408);
+        exchange_fail_request(relay, 408);
         give_up(relay);
         break;
     case DEADLINE_CONNECT:
@@ -168,17 +168,17 @@ static void deadline_passed(struct relay *relay, enum deadline which)
         if (relay->x->response_started)
             cut_off(relay);
         else
-            relay_fail_request(relay, 408);
+            exchange_fail_request(relay, 408);
         give_up(relay);
         break;
     case DEADLINE_RESPONSE:
         log_timeout(relay, which, "the backend did not begin its response; answered 504");
-        relay_fail_request(relay, 504);
+        exchange_fail_request(relay, 504);
         give_up(relay);
         break;
     case DEADLINE_BODY_RATE:
         log_timeout(relay, which, "the request body came too slowly; answered 408");
-        relay_fail_request(relay, 408);
+        exchange_fail_request(relay, 408);
         give_up(relay);
         break;
     case DEADLINE_LINGER:

@@ -78,17 +78,32 @@ struct target {
     bool has_query;
 };
 
+struct request_view request_view_of(const struct http_request *req, const char *buf)
+{
+    return (struct request_view){ buf, req->method, req->target, req->headers, req->header_count,
+                                  req->minor_version };
+}
+
+size_t request_find_header(const struct request_view *rq, const char *name, size_t from)
+{
+    size_t i = from;
+
+    while (i < rq->header_count && !http_span_is(rq->buf, rq->headers[i].name, name))
+        i++;
+    return i;
+}
+
 /* True if the method is `name`: methods are case-sensitive. */
-static bool method_is(const struct http_request *req, const char *buf, const char *name)
+static bool method_is(const struct request_view *req, const char *name)
 {
     size_t length = strlen(name);
 
-    return req->method.length == length && memcmp(buf + req->method.offset, name, length) == 0;
+    return req->method.length == length && memcmp(req->buf + req->method.offset, name, length) == 0;
 }
 
-bool request_method_is(const struct http_request *req, const char *buf, const char *name)
+bool request_method_is(const struct request_view *req, const char *name)
 {
-    return method_is(req, buf, name);
+    return method_is(req, name);
 }
 
 /* Length of the scheme prefix ("http://", "https://") the target begins
@@ -107,8 +122,9 @@ static size_t scheme_length(const char *buf, struct http_span target)
  * ("ftp://", "ws://") that a backend might act on while we route by Host,
  * "//host/path", which some read as a host, a bare word, or "*" with a
  * method other than OPTIONS. */
-static int parse_target(const struct http_request *req, const char *buf, struct target *t)
+static int parse_target(const struct request_view *req, struct target *t)
 {
+    const char *buf = req->buf;
     struct http_span target = req->target;
     const char *text = buf + target.offset;
     size_t start, end;
@@ -116,7 +132,7 @@ static int parse_target(const struct http_request *req, const char *buf, struct 
     memset(t, 0, sizeof *t);
     if (target.length == 1 && text[0] == '*') {
         t->form = TARGET_ASTERISK;
-        return method_is(req, buf, "OPTIONS") ? 0 : 400;
+        return method_is(req, "OPTIONS") ? 0 : 400;
     }
     if (text[0] == '/') {
         if (target.length > 1 && text[1] == '/')
@@ -184,9 +200,10 @@ static int normalize_path(const char *buf, const struct target *t, struct reques
     return 0;
 }
 
-int request_check(const struct http_request *req, const char *buf,
-                  const struct request_policy *policy, struct request_info *info)
+int request_check(const struct request_view *req, const struct request_policy *policy,
+                  struct request_info *info)
 {
+    const char *buf = req->buf;
     struct http_span authority_host = { 0, 0 };
     struct target target;
     int hosts = 0, lengths = 0, encodings = 0, status;
@@ -194,7 +211,7 @@ int request_check(const struct http_request *req, const char *buf,
 
     memset(info, 0, sizeof *info);
     /* rsp forwards requests; it does not open tunnels. */
-    if (method_is(req, buf, "CONNECT"))
+    if (method_is(req, "CONNECT"))
         return 405;
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
@@ -228,7 +245,7 @@ int request_check(const struct http_request *req, const char *buf,
      * one path while the backend serves another. */
     if (memchr(buf + req->target.offset, '#', req->target.length) != NULL)
         return 400;
-    if ((status = parse_target(req, buf, &target)) != 0)
+    if ((status = parse_target(req, &target)) != 0)
         return status;
     /* A target in absolute form names its host itself, and RFC 9112
      * (section 3.2.2) says that name wins over Host. A backend might follow
@@ -245,7 +262,7 @@ int request_check(const struct http_request *req, const char *buf,
     /* "OPTIONS http://host" asks about the whole server, as "OPTIONS *"
      * does, and goes on as that (RFC 9112, section 3.2.4). */
     info->whole_server = target.form == TARGET_ASTERISK ||
-                         (target.form == TARGET_ABSOLUTE && method_is(req, buf, "OPTIONS") &&
+                         (target.form == TARGET_ABSOLUTE && method_is(req, "OPTIONS") &&
                           target.path.length == 0 && !target.has_query);
     info->query = target.query;
     info->has_query = target.has_query;
@@ -265,14 +282,15 @@ int request_check(const struct http_request *req, const char *buf,
     else
         info->keep_alive = http_list_has_word(buf, req->headers, req->header_count, "connection",
                                               "keep-alive");
-    info->idempotent = method_is(req, buf, "GET") || method_is(req, buf, "HEAD") ||
-                       method_is(req, buf, "OPTIONS") || method_is(req, buf, "TRACE") ||
-                       method_is(req, buf, "PUT") || method_is(req, buf, "DELETE");
+    info->idempotent = method_is(req, "GET") || method_is(req, "HEAD") ||
+                       method_is(req, "OPTIONS") || method_is(req, "TRACE") ||
+                       method_is(req, "PUT") || method_is(req, "DELETE");
     if (req->minor_version == 1 &&
         http_list_has_word(buf, req->headers, req->header_count, "connection", "upgrade")) {
-        for (size_t i = 0; i < req->header_count; i++)
-            if (http_span_is(buf, req->headers[i].name, "upgrade"))
-                info->upgrade = req->headers[i].value;
+        /* The last Upgrade line, if there are several. */
+        for (size_t i = request_find_header(req, "upgrade", 0); i < req->header_count;
+             i = request_find_header(req, "upgrade", i + 1))
+            info->upgrade = req->headers[i].value;
     }
     return 0;
 }
@@ -310,7 +328,7 @@ static bool has_underscore(const char *buf, struct http_span name)
 }
 
 /* True if the header is not for the backend. */
-static bool dropped(const struct http_request *req, const char *buf, const struct request_info *info,
+static bool dropped(const struct request_view *req, const char *buf, const struct request_info *info,
                     const struct request_policy *policy, struct http_span name)
 {
     if (http_span_is(buf, name, "x-forwarded-for") ||
@@ -328,7 +346,7 @@ static bool dropped(const struct http_request *req, const char *buf, const struc
 
 /* The request line in origin form: the path we judged (normal form), then
  * the query as sent; or "*" for OPTIONS asking about the whole server. */
-static int append_request_line(const struct http_request *req, const char *buf,
+static int append_request_line(const struct request_view *req, const char *buf,
                                const struct request_info *info, struct buffer *out)
 {
     int rc = 0;
@@ -373,20 +391,12 @@ static int append_forwarded(const struct request_info *info, const char *buf,
     return rc;
 }
 
-static bool has_header(const struct http_request *req, const char *buf, const char *name)
-{
-    for (size_t i = 0; i < req->header_count; i++)
-        if (http_span_is(buf, req->headers[i].name, name))
-            return true;
-    return false;
-}
-
-int request_write_head(const struct http_request *req, const char *buf,
-                       const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, const char *server_port, bool https,
-                       bool keep_backend,
+int request_write_head(const struct request_view *req, const struct request_info *info,
+                       const struct request_policy *policy, const char *client_address,
+                       const char *server_port, bool https, bool keep_backend,
                        struct buffer *out)
 {
+    const char *buf = req->buf;
     bool content_length_sent = false;
     int rc = append_request_line(req, buf, info, out);
 
@@ -394,7 +404,7 @@ int request_write_head(const struct http_request *req, const char *buf,
         rc |= append_text(out, "Host: ");
         rc |= append_span(out, buf, info->host_header);
         rc |= append_text(out, "\r\n");
-    } else if (!has_header(req, buf, "host")) {
+    } else if (request_find_header(req, "host", 0) == req->header_count) {
         /* An HTTP/1.0 client may leave Host out; HTTP/1.1, which we speak
          * to the backend, requires one, empty if there is no name. */
         rc |= append_text(out, "Host: \r\n");
@@ -434,9 +444,10 @@ int request_write_head(const struct http_request *req, const char *buf,
     /* X-Forwarded-For keeps the chain the client brought (it may have come
      * through other proxies), in one header, and adds the address we saw. */
     rc |= append_text(out, "X-Forwarded-For: ");
-    for (size_t i = 0; i < req->header_count; i++) {
+    for (size_t i = request_find_header(req, "x-forwarded-for", 0); i < req->header_count;
+         i = request_find_header(req, "x-forwarded-for", i + 1)) {
         const struct http_header *h = &req->headers[i];
-        if (http_span_is(buf, h->name, "x-forwarded-for") && h->value.length > 0) {
+        if (h->value.length > 0) {
             rc |= append_span(out, buf, h->value);
             rc |= append_text(out, ", ");
         }

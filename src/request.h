@@ -22,6 +22,32 @@ enum target_form {
     TARGET_ASTERISK,          /* "*", for OPTIONS only */
 };
 
+/* A request as the checks (request_check), route() (route.h), the plain
+ * port's own answers (https_redirect.h) and the head we send
+ * (request_write_head) see it, whatever protocol brought it: its method,
+ * its target and its header fields, as spans into buf. An HTTP/1.x head
+ * gives it as it was parsed (request_view_of); an HTTP/2 stream can give
+ * the same from its decoded fields (:method, :path, and :authority as
+ * Host), written into a buffer of its own. Host, the body's framing
+ * (Content-Length, Transfer-Encoding), the path and the query are read
+ * from it by request_check, into struct request_info. */
+struct request_view {
+    const char *buf;                   /* every span below points into it */
+    struct http_span method;
+    struct http_span target;
+    const struct http_header *headers; /* name/value spans, in the order they came */
+    size_t header_count;
+    int minor_version;                 /* whose HTTP/1.x rules apply: 1.1 or 1.0 */
+};
+
+/* The view of the HTTP/1.x request head parsed into req, in buf. */
+struct request_view request_view_of(const struct http_request *req, const char *buf);
+
+/* The index of the first header called `name` (lower case; names compare
+ * ignoring case) at index `from` or after it, or rq->header_count if
+ * there is none: the one header lookup of rsp's request code. */
+size_t request_find_header(const struct request_view *rq, const char *name, size_t from);
+
 /* Choices the config makes about what may pass. */
 struct request_policy {
     bool allow_underscores_in_headers; /* forward header names with '_' */
@@ -52,15 +78,15 @@ struct request_info {
     uint64_t buffered_length;
 };
 
-/* Checks the semantics of a parsed head in buf and fills *info. Returns 0,
+/* Checks the semantics of the request and fills *info. Returns 0,
  * or the status to answer with: 400 (a malformed or ambiguous request),
  * 405 (CONNECT: rsp tunnels nothing), 500 (out of memory). After it
  * returned, call request_info_free whatever it returned. */
-int request_check(const struct http_request *req, const char *buf,
-                  const struct request_policy *policy, struct request_info *info);
+int request_check(const struct request_view *req, const struct request_policy *policy,
+                  struct request_info *info);
 
 /* True if the request's method is `name` (methods are case-sensitive). */
-bool request_method_is(const struct http_request *req, const char *buf, const char *name);
+bool request_method_is(const struct request_view *req, const char *name);
 
 /* Frees what request_check allocated; info can be checked again after. */
 void request_info_free(struct request_info *info);
@@ -75,9 +101,8 @@ void request_info_free(struct request_info *info);
  * false it asks the backend to close ("Connection: close"); an upgrade
  * request passes its Upgrade header on, with "Connection: upgrade".
  * Returns 0, or -1 if out of memory. */
-int request_write_head(const struct http_request *req, const char *buf,
-                       const struct request_info *info, const struct request_policy *policy,
-                       const char *client_address, const char *server_port, bool https,
+int request_write_head(const struct request_view *req, const struct request_info *info,
+                       const struct request_policy *policy, const char *client_address, const char *server_port, bool https,
                        bool keep_backend,
                        struct buffer *out);
 

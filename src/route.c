@@ -95,24 +95,24 @@ static void push_lower(lua_State *L, struct route_hook *hook, const char *text, 
  * except Cookie, whose pairs are joined by "; " (RFC 6265, section 5.4). */
 static void push_headers(lua_State *L, struct route_hook *hook, const struct route_request *rq)
 {
-    const struct http_request *req = rq->request;
+    const struct request_view *req = rq->request;
 
     lua_createtable(L, 0, (int)req->header_count);
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
 
-        push_lower(L, hook, rq->buf + h->name.offset, h->name.length);
+        push_lower(L, hook, req->buf + h->name.offset, h->name.length);
         lua_pushvalue(L, -1);
         lua_rawget(L, -3);
         if (lua_isnil(L, -1)) {
             lua_pop(L, 1);
-            lua_pushlstring(L, rq->buf + h->value.offset, h->value.length);
+            lua_pushlstring(L, req->buf + h->value.offset, h->value.length);
         } else {
-            if (http_span_is(rq->buf, h->name, "cookie"))
+            if (http_span_is(req->buf, h->name, "cookie"))
                 lua_pushliteral(L, "; ");
             else
                 lua_pushliteral(L, ", ");
-            lua_pushlstring(L, rq->buf + h->value.offset, h->value.length);
+            lua_pushlstring(L, req->buf + h->value.offset, h->value.length);
             lua_concat(L, 3);
         }
         lua_rawset(L, -3);
@@ -123,9 +123,9 @@ static void push_headers(lua_State *L, struct route_hook *hook, const struct rou
  * the very path the backend will receive (request.c). */
 static void push_request(lua_State *L, struct route_hook *hook, const struct route_request *rq)
 {
-    const struct http_request *req = rq->request;
+    const struct request_view *req = rq->request;
     const struct request_info *info = rq->info;
-    const char *buf = rq->buf;
+    const char *buf = req->buf;
     struct http_span host = info->host;
 
     lua_createtable(L, 0, 8);

@@ -36,8 +36,7 @@ enum route_outcome {
 
 /* The request route() looks at. */
 struct route_request {
-    const struct http_request *request;
-    const char *buf;                    /* the spans of request point into it */
+    const struct request_view *request; /* its spans point into request->buf */
     const struct request_info *info;
     const char *client_address;         /* the client's IP address as text */
 };

@@ -5,13 +5,18 @@
  * client gets STATUS_TIMEOUT seconds for all of it (and STATUS_LINGER more
  * to close once answered), and at most
  * STATUS_MAX_CLIENTS are served at once (a newcomer pushes out the oldest
- * client still sending): the page must never become a way to tie rsp up.
- * Heads are read by the same strict parser as the public listener's. Once a second the server notes how many requests rsp has
- * answered, for the history the page draws. */
+ * client not in the middle of its answer): the page must never become a
+ * way to tie rsp up.
+ * Heads are read by the same strict parser as the public listener's, and
+ * a client is a struct connection (connection.h) as the public
+ * listener's are: its write queue, its half-close. Once a second the
+ * server notes how many requests rsp has answered, for the history the
+ * page draws. */
 #define _GNU_SOURCE /* accept4 */
 #include "status.h"
 
 #include "clock.h"
+#include "connection.h"
 #include "generation.h"
 #include "http.h"
 #include "log.h"
@@ -34,15 +39,15 @@
 #define STATUS_LINGER 2.0       /* seconds to read what a client sends after its answer */
 
 struct status_client {
-    struct epoll_event_handler handler;
+    struct connection conn;         /* the socket and what waits to be written to it */
     struct status_server *server;
     struct status_client *prev, *next;
     struct timer timer;
     char head[STATUS_HEAD_MAX];
     size_t head_length;
     struct http_request request;    /* the parser's state: rsp's own strict parser */
-    struct buffer answer;           /* being written; empty while reading */
-    bool answered;                  /* all written and the write side shut: lingering */
+    bool answered;                  /* the answer is queued, the write side shut after it */
+    bool lingering;                 /* all of it is out: STATUS_LINGER to read and drop */
 };
 
 /* The same limits for the status listener's request heads. */
@@ -104,12 +109,8 @@ static void client_close(struct status_client *c)
         c->next->prev = c->prev;
     s->client_count--;
     timer_disarm(&c->timer);
-    if (reactor_remove(&c->handler) == -1)
-        log_errno("epoll_ctl(DEL) status client");
-    if (close(c->handler.fd) == -1)
-        log_errno("close status client");
-    buffer_free(&c->answer);
-    free(c); /* reactor_remove voided any event for it still in this batch */
+    connection_close(&c->conn);
+    free(c); /* connection_close voided any event for it still in this batch */
 }
 
 static void client_timed_out(struct timer *timer)
@@ -117,54 +118,47 @@ static void client_timed_out(struct timer *timer)
     client_close(timer->closure);
 }
 
-/* Writes what is left of the answer; closes the client once it is out. */
-static void client_write(struct status_client *c)
+/* After anything happened to c: closes it once it is finished (its
+ * socket failed, it left before asking, or it closed after its answer
+ * went out), starts the linger once the answer is out, and otherwise
+ * brings its epoll registration up to date. */
+static void client_settle(struct status_client *c)
 {
-    while (buffer_length(&c->answer) > 0) {
-        ssize_t n = send(c->handler.fd, buffer_bytes(&c->answer), buffer_length(&c->answer),
-                         MSG_NOSIGNAL);
-
-        if (n == -1 && errno == EINTR)
-            continue;
-        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (reactor_modify(&c->handler, EPOLLOUT) == -1) {
-                log_errno("epoll_ctl(MOD) status client");
-                client_close(c);
-            }
-            return;
-        }
-        if (n == -1) {
-            client_close(c); /* the client left: EPIPE, ECONNRESET */
-            return;
-        }
-        buffer_consume(&c->answer, (size_t)n);
+    if (c->conn.broken || (c->conn.read_done && (!c->answered || c->conn.write_done))) {
+        client_close(c);
+        return;
     }
-    /* Closing now, with bytes the client sent after its request unread (a
-     * second request it pipelined), would make the kernel send a reset,
-     * which may destroy our answer before the client has read it. So: a
-     * FIN after the answer, then read and drop until the client closes,
-     * for STATUS_LINGER seconds at most. */
-    c->answered = true;
-    if (shutdown(c->handler.fd, SHUT_WR) == -1 || reactor_modify(&c->handler, EPOLLIN) == -1 ||
-        timer_arm(&c->timer, reactor_now() + STATUS_LINGER) == -1)
+    /* Closing as soon as the answer is out, with bytes the client sent
+     * after its request unread (a second request it pipelined), would make
+     * the kernel send a reset, which may destroy our answer before the
+     * client has read it. So: a FIN after the answer, then read and drop
+     * until the client closes, for STATUS_LINGER seconds at most. */
+    if (c->answered && c->conn.write_done && !c->lingering) {
+        c->lingering = true;
+        if (timer_arm(&c->timer, reactor_now() + STATUS_LINGER) == -1) {
+            client_close(c);
+            return;
+        }
+    }
+    if (connection_update(&c->conn) == -1)
         client_close(c);
 }
 
-/* After the answer: drops what the client sends until it closes. */
-static void client_linger(struct status_client *c)
+/* After the answer: drops what the client sends, until its end of file. */
+static void client_drop_input(struct status_client *c)
 {
     char drop[4096];
 
     for (;;) {
-        ssize_t n = recv(c->handler.fd, drop, sizeof drop, 0);
+        ssize_t n = connection_read(&c->conn, drop, sizeof drop);
 
         if (n > 0)
             continue;
-        if (n == -1 && errno == EINTR)
-            continue;
         if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        client_close(c); /* its end of file, or it is gone */
+        if (n == -1)
+            connection_fail(&c->conn); /* it is gone */
+        c->conn.read_done = true;
         return;
     }
 }
@@ -179,13 +173,11 @@ static void answer(struct status_client *c, int status, const char *reason, cons
                      "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
                      status, reason, type, buffer_length(body), extra);
 
-    if (buffer_append(&c->answer, head, (size_t)n) == -1 ||
-        (!head_only && buffer_append(&c->answer, buffer_bytes(body), buffer_length(body)) == -1)) {
-        log_msg("out of memory answering a status request");
-        client_close(c);
-        return;
-    }
-    client_write(c);
+    connection_write(&c->conn, head, (size_t)n);
+    if (!head_only)
+        connection_write(&c->conn, buffer_bytes(body), buffer_length(body));
+    connection_shutdown_write(&c->conn);
+    c->answered = true;
 }
 
 static void answer_text(struct status_client *c, int status, const char *reason, const char *text,
@@ -195,7 +187,7 @@ static void answer_text(struct status_client *c, int status, const char *reason,
 
     if (buffer_append(&body, text, strlen(text)) == -1) {
         log_msg("out of memory answering a status request");
-        client_close(c);
+        connection_fail(&c->conn);
         return;
     }
     answer(c, status, reason, "text/plain; charset=utf-8", &body, head_only, extra);
@@ -270,29 +262,18 @@ static void refuse(struct status_client *c, int status)
     answer_text(c, status, reason, text, false, "");
 }
 
-static void client_handle(struct epoll_event_handler *self, uint32_t events)
+/* Reads the request head as far as it has come; answers it once it is
+ * whole (or refused). */
+static void client_read_head(struct status_client *c)
 {
-    struct status_client *c = self->closure;
-
-    if (c->answered) {
-        client_linger(c);
-        return;
-    }
-    if (buffer_length(&c->answer) > 0) {
-        client_write(c);
-        return;
-    }
-    (void)events;
     for (;;) {
-        ssize_t n = recv(c->handler.fd, c->head + c->head_length, sizeof c->head - c->head_length, 0);
+        ssize_t n = connection_read(&c->conn, c->head + c->head_length, sizeof c->head - c->head_length);
         int rc;
 
-        if (n == -1 && errno == EINTR)
-            continue;
         if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (n <= 0) {
-            client_close(c); /* gone before asking anything whole */
+            c->conn.read_done = true; /* gone before asking anything whole */
             return;
         }
         c->head_length += (size_t)n;
@@ -312,15 +293,32 @@ static void client_handle(struct epoll_event_handler *self, uint32_t events)
     }
 }
 
-/* Makes room for one more client: the oldest one still sending its
- * request goes. A crowd of idle connections must not lock the operator
- * out of the page. Returns false if every client is being answered. */
+static void client_handle(struct epoll_event_handler *self, uint32_t events)
+{
+    struct status_client *c = self->closure;
+
+    events = connection_events(&c->conn, events);
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+        connection_flush(&c->conn);
+    if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && !c->conn.read_done) {
+        if (c->answered)
+            client_drop_input(c);
+        else
+            client_read_head(c);
+    }
+    client_settle(c);
+}
+
+/* Makes room for one more client: the oldest one not in the middle of
+ * its answer (still sending its request, or lingering after it) goes. A
+ * crowd of idle connections must not lock the operator out of the page.
+ * Returns false if every client is being answered. */
 static bool evict_oldest(struct status_server *s)
 {
     struct status_client *c, *oldest = NULL;
 
     for (c = s->clients; c != NULL; c = c->next)
-        if (buffer_length(&c->answer) == 0)
+        if (connection_queued(&c->conn) == 0) /* not in the middle of its answer */
             oldest = c; /* the list is newest first */
     if (oldest == NULL)
         return false;
@@ -351,15 +349,13 @@ static void accept_clients(struct epoll_event_handler *self, uint32_t events)
             continue;
         }
         http_request_init(&c->request);
-        c->handler = (struct epoll_event_handler){ fd, client_handle, c };
+        connection_init(&c->conn, fd, false, client_handle, c);
         c->server = s;
-        c->answer = (struct buffer)BUFFER_INIT;
         timer_init(&c->timer, client_timed_out, c);
-        if (reactor_add(&c->handler, EPOLLIN) == -1 ||
+        if (connection_update(&c->conn) == -1 ||
             timer_arm(&c->timer, reactor_now() + STATUS_TIMEOUT) == -1) {
             log_errno("watching a status client");
-            if (close(fd) == -1)
-                log_errno("close status client");
+            connection_close(&c->conn);
             free(c);
             continue;
         }
@@ -435,9 +431,10 @@ void status_forget(struct status_server *s)
         struct status_client *c = s->clients;
 
         s->clients = c->next;
-        if (close(c->handler.fd) == -1)
-            log_errno("close status client");
-        buffer_free(&c->answer);
+        /* Its socket is in the parent's epoll, not this process's:
+         * closing it here is all it takes. */
+        c->conn.registered = 0;
+        connection_close(&c->conn);
         free(c);
     }
     if (close(s->handler.fd) == -1)

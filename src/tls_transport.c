@@ -208,6 +208,8 @@ static const struct transport transport_tls = {
     .read = tls_read,
     .write = tls_write,
     .writev = NULL, /* one record per write: the connection joins pieces first */
+    .splice_in = NULL, /* the bytes are encrypted: they pass through rsp */
+    .splice_out = NULL,
     .shutdown = tls_shutdown,
     .release = tls_release,
 };

@@ -37,6 +37,19 @@ struct transport {
      * 0 when done, 1 when it must be called again once the socket is
      * ready, -1 when the connection failed. */
     int (*shutdown)(struct connection *c);
+    /* Splicing (splice(2), chapter 16), as HAProxy's rcv_pipe and
+     * snd_pipe: bytes moved between the socket and a pipe without
+     * entering rsp's memory. splice_in moves up to len bytes from c's
+     * socket into the pipe whose write end is pipe_fd: returns the count,
+     * 0 at the end of the stream, or -1 with errno (EAGAIN: nothing now;
+     * EINVAL or ENOSYS: this socket cannot be spliced; anything else: the
+     * connection failed). splice_out moves up to len bytes from the pipe
+     * whose read end is pipe_fd to c's socket: returns the count, or -1
+     * with errno (EAGAIN: the socket is full; anything else: the
+     * connection failed). Both NULL for a transport whose bytes must pass
+     * through rsp (TLS encrypts them): its connections never splice. */
+    ssize_t (*splice_in)(struct connection *c, int pipe_fd, size_t len);
+    ssize_t (*splice_out)(struct connection *c, int pipe_fd, size_t len);
     /* Frees what the transport holds for c; the socket is closed after. */
     void (*release)(struct connection *c);
 };
@@ -46,7 +59,7 @@ struct transport {
 #define TRANSPORT_READ_NEEDS_OUT 1u  /* a read waits until the socket is writable */
 #define TRANSPORT_WRITE_NEEDS_IN 2u  /* a write waits until the socket is readable */
 
-/* The socket itself: read(2), write(2), writev(2), shutdown(2). */
+/* The socket itself: read(2), write(2), writev(2), splice(2), shutdown(2). */
 extern const struct transport transport_plain;
 
 #endif

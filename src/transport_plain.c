@@ -1,9 +1,11 @@
 /* transport_plain.c -- the transport that is the socket itself. */
+#define _GNU_SOURCE /* splice */
 #include "transport.h"
 
 #include "connection.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,6 +52,26 @@ static ssize_t plain_writev(struct connection *c, const struct iovec *iov, int c
     return written(n);
 }
 
+static ssize_t plain_splice_in(struct connection *c, int pipe_fd, size_t len)
+{
+    ssize_t n;
+
+    do {
+        n = splice(c->handler.fd, NULL, pipe_fd, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    } while (n == -1 && errno == EINTR);
+    return n;
+}
+
+static ssize_t plain_splice_out(struct connection *c, int pipe_fd, size_t len)
+{
+    ssize_t n;
+
+    do {
+        n = splice(pipe_fd, NULL, c->handler.fd, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    } while (n == -1 && errno == EINTR);
+    return n;
+}
+
 static int plain_shutdown(struct connection *c)
 {
     /* ENOTCONN: the peer has already gone entirely; nothing to tell it. */
@@ -68,6 +90,8 @@ const struct transport transport_plain = {
     .read = plain_read,
     .write = plain_write,
     .writev = plain_writev,
+    .splice_in = plain_splice_in,
+    .splice_out = plain_splice_out,
     .shutdown = plain_shutdown,
     .release = plain_release,
 };
