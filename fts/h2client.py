@@ -35,6 +35,7 @@ sleeps.
 """
 
 import select
+import socket
 import ssl
 import struct
 import time
@@ -309,6 +310,9 @@ class H2Client:
                 self.sock.sendall(data)
             except (BrokenPipeError, ConnectionResetError):
                 self.closed = "reset"
+            except socket.timeout:
+                raise AssertionError(f"rsp stopped reading the connection: {len(data)} bytes the windows allowed "
+                                     f"were not taken in {self.timeout} s; {self.describe()}") from None
 
     def request(self, method="GET", path="/", headers=(), body=None, authority=None, scheme="https",
                 fields=None, end_stream=True):
@@ -741,8 +745,8 @@ class RawH2:
             st.data += f.data
             if "END_STREAM" in f.flags:
                 st.ended = True
-        elif isinstance(f, RstStreamFrame):
-            st.reset = f.error_code
+        elif isinstance(f, RstStreamFrame) and st.reset is None:
+            st.reset = f.error_code  # the first one: a later one may only say the stream is closed
 
     def _end_block(self):
         sid, fragments, flags = self._block

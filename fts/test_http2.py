@@ -172,8 +172,8 @@ def lowered(headers):
 
 
 def assert_h2_serves(proxy, ctx, n=1000):
-    """A new HTTP/2 connection gets a GET of /cl?size=N answered in full
-    (by a KeepAliveBackend: /cl) or /bytes?n=N (an HTTPBackend)."""
+    """A new HTTP/2 connection gets a GET of /cl?size=N (a KeepAliveBackend's
+    route) answered in full."""
     with h2(proxy, ctx) as c:
         st = c.get(f"/cl?size={n}")
     assert st.status == 200, f"a normal HTTP/2 request failed: {st!r}"
@@ -191,7 +191,8 @@ def assert_others_served(proxy, ctx, n=1000):
     assert proxy.alive(), f"rsp died\n{proxy.describe()}"
     assert_h2_serves(proxy, ctx, n)
     assert_http1_tls_serves(proxy, ctx, n)
-    r = Conn(proxy.port, host=WWW).get(f"/cl?size={n}")
+    with Conn(proxy.port, host=WWW) as c:
+        r = c.get(f"/cl?size={n}")
     assert r.status == 200, f"a plain HTTP request failed: {r!r}"
 
 
@@ -305,7 +306,8 @@ def test_plain_listener_has_no_prior_knowledge_h2c(ka, start_proxy, cert):
 
 
 def assert_serves_plain(proxy):
-    r = Conn(proxy.port, host=WWW).get("/cl?size=100")
+    with Conn(proxy.port, host=WWW) as c:
+        r = c.get("/cl?size=100")
     assert r.status == 200 and r.version == "HTTP/1.1", r
     assert_is_pattern(r.body, 100)
 
@@ -338,8 +340,8 @@ def write_config(rsp, tmp_path, cert, tls_fields=None, **options):
 
 @pytest.mark.parametrize("tls_fields, options", [
     ({"http2": True}, {}), ({"http2": False}, {}), ({}, {"http2_max_streams": 1}),
-    ({}, {"http2_max_streams": 1000}),
-], ids=["http2-true", "http2-false", "max-streams-1", "max-streams-1000"])
+    ({}, {"http2_max_streams": 512}),
+], ids=["http2-true", "http2-false", "max-streams-1", "max-streams-512"])
 def test_http2_settings_accepted(rsp, tmp_path, cert, tls_fields, options):
     """tls.http2 (a boolean) and http2_max_streams (a count) are settings
     rsp -t accepts."""
@@ -763,11 +765,15 @@ def test_content_length_cannot_smuggle(ka, start_proxy, cert, ctx, rsp, bufferin
                   ("content-length", "5")]
         r.send(r.headers_frames(1, r.encode(fields), end_stream=False))
         r.send(frame(DATA, 0, 1, b"hello"), frame(DATA, END_STREAM, 1, hidden))
-        first = r.collect([1])[1]
-        assert first.reset is not None or first.status == 400, (
-            f"a body longer than its content-length was accepted: {first!r}; {r.describe()}")
+        r.collect([1])
         r.send(r.request_frames(3, "GET", "/after-on-same"))
         assert r.collect([3])[3].body == b"path=/after-on-same\n", r.describe()
+        # Streamed, the backend may have answered the first 5 bytes before
+        # the rest came: then the stream error follows the answer, and has
+        # come by the time the next stream (sent after the DATA) is answered.
+        first = r.streams[1]
+        assert first.reset is not None or first.status == 400, (
+            f"a body longer than its content-length was accepted: {first!r}; {r.describe()}")
     with h2(proxy, ctx) as c:
         assert c.get("/after-on-another").body == b"path=/after-on-another\n"
     assert "/smuggled" not in targets(ka), f"a request hidden in DATA reached the backend: {targets(ka)}"
@@ -929,8 +935,9 @@ def test_priority_flood(ka, start_proxy, cert, ctx):
 def test_empty_data_flood(ka, start_proxy, cert, ctx):
     """Empty DATA frames without END_STREAM on an open request
     (CVE-2019-9518), up to 10,000: a GOAWAY ENHANCE_YOUR_CALM or
-    PROTOCOL_ERROR and the connection closed; the request never reaches
-    the backend whole; other clients served."""
+    PROTOCOL_ERROR and the connection closed; the request, whose body
+    never ends, never reaches the backend (request_buffering is on); other
+    clients served."""
     proxy = start_h2(start_proxy, ka, cert=cert)
     with raw(proxy, ctx) as r:
         def batches():
@@ -938,7 +945,7 @@ def test_empty_data_flood(ka, start_proxy, cert, ctx):
             yield from _frames_in_batches(lambda i: frame(DATA, 0, 1), FLOOD_FRAMES)
         r.flood(batches())
         assert_flood_ended(r, FLOOD_CODES, "empty DATA flood")
-    assert all(len(rec.body) == 0 for rec in ka.records)
+    assert ka.requests == 0, targets(ka)
     assert_others_served(proxy, ctx)
 
 
@@ -1039,7 +1046,8 @@ def test_status_counts_http2(gated, start_proxy, cert, ctx):
     three over HTTP/2, then two HTTP/2 connections held open, one with a
     stream held at the backend."""
     proxy = with_status(start_proxy, gated, cert=cert)
-    assert Conn(proxy.port, host=WWW).get("/cl?size=10").status == 200
+    with Conn(proxy.port, host=WWW) as plain:
+        assert plain.get("/cl?size=10").status == 200
     assert https_get(proxy.tls_port, "/cl?size=10", ctx, WWW).status == 200
     with h2(proxy, ctx) as c:
         for _ in range(3):
