@@ -278,6 +278,7 @@ class H2Client:
         self.server_settings = {}
         self.settings_received = False
         self.closed = None
+        self.write_failed = None
         self.events = 0
         self.paused = set()
         self._pending = {}  # stream id -> memoryview of the body still to send
@@ -305,11 +306,11 @@ class H2Client:
     def flush(self):
         """Sends what h2 has queued."""
         data = self.conn.data_to_send()
-        if data and self.closed is None:
+        if data and self.closed is None and self.write_failed is None:
             try:
                 self.sock.sendall(data)
-            except (BrokenPipeError, ConnectionResetError):
-                self.closed = "reset"
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError) as e:
+                self.write_failed = repr(e)  # rsp closed: what it sent before is still read
             except socket.timeout:
                 raise AssertionError(f"rsp stopped reading the connection: {len(data)} bytes the windows allowed "
                                      f"were not taken in {self.timeout} s; {self.describe()}") from None
@@ -564,6 +565,7 @@ class RawH2:
         self.goaways = []
         self.streams = {}
         self.closed = None
+        self.write_failed = None
         self.server_settings = {}
         self._block = None  # (stream id, fragments, flags) of a header block awaiting CONTINUATION
         self._answered = 0  # frames collect() has answered (SETTINGS, PING, DATA)
@@ -634,15 +636,16 @@ class RawH2:
 
     def send(self, *items):
         """Writes frames (hyperframe objects or bytes). False if rsp has
-        ended the connection (a reset or broken pipe while writing)."""
+        ended the connection (a reset, broken pipe or TLS error while
+        writing: write_failed says which; what rsp sent before it closed
+        is still there to read)."""
+        if self.write_failed is not None:
+            return False
         data = b"".join(i if isinstance(i, (bytes, bytearray)) else i.serialize() for i in items)
         try:
             self.sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.closed = self.closed or "reset"
-            return False
-        except ssl.SSLError as e:
-            self.closed = self.closed or f"TLS error: {e}"
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError) as e:
+            self.write_failed = repr(e)
             return False
         return True
 
@@ -655,7 +658,7 @@ class RawH2:
         batches were sent whole."""
         sent = 0
         for batch in batches:
-            if self.closed is not None or self.goaways:
+            if self.closed is not None or self.write_failed is not None or self.goaways:
                 break
             if not self.send(batch):
                 break
@@ -803,4 +806,5 @@ class RawH2:
         kinds = {}
         for f in self.frames:
             kinds[type(f).__name__] = kinds.get(type(f).__name__, 0) + 1
-        return f"frames received {kinds}, GOAWAYs {goaways}, closed {self.closed}"
+        return (f"frames received {kinds}, GOAWAYs {goaways}, closed {self.closed}"
+                + (f", a write failed: {self.write_failed}" if self.write_failed else ""))
