@@ -106,6 +106,12 @@ def ctx(ca):
     return h2_context(ca)
 
 
+@pytest.fixture(scope="session")
+def ctx11(ca):
+    """A client context offering http/1.1 only: an HTTP/1.1 client of the TLS listener."""
+    return ca.client_context(alpn=["http/1.1"])
+
+
 class GatedBackend(KeepAliveBackend):
     """A KeepAliveBackend with one more route, /gate?size=N: N pattern
     bytes, answered only once the test opens `gate` (a threading.Event;
@@ -180,8 +186,8 @@ def assert_h2_serves(proxy, ctx, n=1000):
     assert_is_pattern(st.body, n)
 
 
-def assert_http1_tls_serves(proxy, ctx, n=1000):
-    r = https_get(proxy.tls_port, f"/cl?size={n}", ctx, WWW)
+def assert_http1_tls_serves(proxy, ca, n=1000):
+    r = https_get(proxy.tls_port, f"/cl?size={n}", ca.client_context(alpn=["http/1.1"]), WWW)
     assert r.status == 200, f"a normal HTTP/1.1 request over TLS failed: {r!r}"
     assert_is_pattern(r.body, n)
 
@@ -190,7 +196,7 @@ def assert_others_served(proxy, ctx, n=1000):
     """Other clients are served: HTTP/2, HTTP/1.1 over TLS, plain HTTP."""
     assert proxy.alive(), f"rsp died\n{proxy.describe()}"
     assert_h2_serves(proxy, ctx, n)
-    assert_http1_tls_serves(proxy, ctx, n)
+    assert_http1_tls_serves(proxy, session_ca(), n)
     with Conn(proxy.port, host=WWW) as c:
         r = c.get(f"/cl?size={n}")
     assert r.status == 200, f"a plain HTTP request failed: {r!r}"
@@ -369,7 +375,7 @@ def test_http2_setting_errors(rsp, tmp_path, cert, tls_fields, options, setting)
 # -- requests --------------------------------------------------------------------------------
 
 
-def test_get_reaches_backend_as_http11(ka, start_proxy, cert, ctx):
+def test_get_reaches_backend_as_http11(ka, start_proxy, cert, ctx, ctx11):
     """A GET over HTTP/2 reaches the backend as HTTP/1.1 with Host from
     :authority and exactly the fields the same GET over HTTP/1.1 (TLS)
     brings: the client's, X-Forwarded-For, X-Real-IP, X-Forwarded-Proto:
@@ -384,7 +390,7 @@ def test_get_reaches_backend_as_http11(ka, start_proxy, cert, ctx):
     assert st.header("x-backend") == "ka"
     seen = st.json()
     assert (seen["method"], seen["target"], seen["version"]) == ("GET", "/echo?x=1&y=%2F", "HTTP/1.1")
-    with TLSConn(proxy.tls_port, ctx, WWW) as c1:
+    with TLSConn(proxy.tls_port, ctx11, WWW) as c1:
         r = c1.get("/echo?x=1&y=%2F", headers=[("User-Agent", "fts-h2"), ("Accept", "*/*"),
                                                 ("X-Custom", "one, two")])
     assert r.status == 200, r
@@ -543,7 +549,7 @@ def test_te_trailers_is_allowed(ka, start_proxy, cert, ctx):
     assert targets(ka) == ["/cl?size=10"]
 
 
-def test_access_log_says_http2(ka, start_proxy, cert, ctx, tmp_path):
+def test_access_log_says_http2(ka, start_proxy, cert, ctx, ctx11, tmp_path):
     """The access log has one combined line per stream, its request line
     "GET /p?q=1 HTTP/2.0", beside an HTTP/1.1 request's "HTTP/1.1"."""
     log = tmp_path / "access.log"
@@ -551,7 +557,7 @@ def test_access_log_says_http2(ka, start_proxy, cert, ctx, tmp_path):
     with h2(proxy, ctx) as c:
         st = c.get("/p?q=1", headers=[("user-agent", "h2-agent"), ("referer", "https://r.example/")])
     assert st.status == 200, st
-    https_get(proxy.tls_port, "/p1", ctx, WWW, headers=[("User-Agent", "h1-agent")])
+    https_get(proxy.tls_port, "/p1", ctx11, WWW, headers=[("User-Agent", "h1-agent")])
     lines = wait_lines(str(log), 2)
     assert_line(lines[0], "GET /p?q=1 HTTP/2.0", 200, len(st.body), referer="https://r.example/", agent="h2-agent")
     assert_line(lines[1], "GET /p1 HTTP/1.1", 200, len(b"path=/p1\n"), agent="h1-agent")
@@ -1037,7 +1043,7 @@ def test_sigterm_sends_goaway_and_lets_stream_finish(gated, start_proxy, cert, c
     assert proxy.wait_exit(POLL_TIMEOUT) == 0
 
 
-def test_status_counts_http2(gated, start_proxy, cert, ctx):
+def test_status_counts_http2(gated, start_proxy, cert, ctx, ctx11):
     """status.json's requests_by_protocol counts responses by protocol
     ({"http1": N, "http2": N}, adding up to requests_total) and its
     "http2" object the open HTTP/2 connections and streams; /metrics says
@@ -1048,7 +1054,7 @@ def test_status_counts_http2(gated, start_proxy, cert, ctx):
     proxy = with_status(start_proxy, gated, cert=cert)
     with Conn(proxy.port, host=WWW) as plain:
         assert plain.get("/cl?size=10").status == 200
-    assert https_get(proxy.tls_port, "/cl?size=10", ctx, WWW).status == 200
+    assert https_get(proxy.tls_port, "/cl?size=10", ctx11, WWW).status == 200
     with h2(proxy, ctx) as c:
         for _ in range(3):
             assert c.get("/cl?size=10").status == 200
