@@ -60,7 +60,7 @@ from promparse import value as metric_value  # noqa: E402
 from proxy import proxy_arguments, run_rsp, streamed, unbuffered, vm_rss  # noqa: E402
 from test_access_log import assert_line, wait_lines  # noqa: E402
 from test_operations import sighup  # noqa: E402
-from test_status import metrics, status_json  # noqa: E402
+from test_status import metrics, wait_status  # noqa: E402
 from test_tls import start_tls  # noqa: E402
 from tlsutil import TLSConn, https_get, session_ca  # noqa: E402
 
@@ -1043,6 +1043,12 @@ def test_sigterm_sends_goaway_and_lets_stream_finish(gated, start_proxy, cert, c
     assert proxy.wait_exit(POLL_TIMEOUT) == 0
 
 
+def open_http2(doc):
+    """(connections, streams) of status.json's "http2" object."""
+    figures = doc.get("http2") or {}
+    return figures.get("connections"), figures.get("streams")
+
+
 def test_status_counts_http2(gated, start_proxy, cert, ctx, ctx11):
     """status.json's requests_by_protocol counts responses by protocol
     ({"http1": N, "http2": N}, adding up to requests_total) and its
@@ -1058,10 +1064,8 @@ def test_status_counts_http2(gated, start_proxy, cert, ctx, ctx11):
     with h2(proxy, ctx) as c:
         for _ in range(3):
             assert c.get("/cl?size=10").status == 200
-    wait_for(lambda: status_json(proxy).get("requests_by_protocol") == {"http1": 2, "http2": 3},
-             f"requests_by_protocol http1 2, http2 3 (status.json: {status_json(proxy).get('requests_by_protocol')})",
-             POLL_TIMEOUT)
-    doc = status_json(proxy)
+    doc = wait_status(proxy, lambda d: d.get("requests_by_protocol") == {"http1": 2, "http2": 3},
+                      "requests_by_protocol {http1: 2, http2: 3}")
     assert doc["requests_total"] == 5
     families = metrics(proxy)
     assert metric_value(families, "rsp_requests_by_protocol_total", protocol="http1") == 2
@@ -1071,8 +1075,7 @@ def test_status_counts_http2(gated, start_proxy, cert, ctx, ctx11):
         assert idle.get("/cl?size=10").status == 200
         sid = busy.request("GET", "/gate?size=10")
         wait_for(lambda: len(gated.requests_for("/gate")) == 1, "the held request at the backend", POLL_TIMEOUT)
-        wait_for(lambda: status_json(proxy).get("http2") == {"connections": 2, "streams": 1},
-                 f"http2 connections 2, streams 1 (status.json: {status_json(proxy).get('http2')})", POLL_TIMEOUT)
+        wait_status(proxy, lambda d: open_http2(d) == (2, 1), "http2 connections 2, streams 1")
         families = metrics(proxy)
         assert metric_value(families, "rsp_http2_connections") == 2
         assert metric_value(families, "rsp_http2_streams") == 1
@@ -1080,9 +1083,7 @@ def test_status_counts_http2(gated, start_proxy, cert, ctx, ctx11):
         assert families["rsp_http2_streams"]["type"] == "gauge"
         gated.gate.set()
         assert busy.wait_ended(sid).status == 200
-    wait_for(lambda: status_json(proxy).get("http2") == {"connections": 0, "streams": 0},
-             f"http2 connections 0, streams 0 (status.json: {status_json(proxy).get('http2')})", POLL_TIMEOUT)
-    doc = status_json(proxy)
+    doc = wait_status(proxy, lambda d: open_http2(d) == (0, 0), "http2 connections 0, streams 0")
     assert doc["requests_by_protocol"] == {"http1": 2, "http2": 5}, doc["requests_by_protocol"]
     families = metrics(proxy)
     assert metric_value(families, "rsp_http2_connections") == 0
