@@ -1,7 +1,8 @@
 """HTTP/2 to clients (stage 20): the TLS listener offers ALPN h2, then
 http/1.1 (`tls.http2 = false`: http/1.1 only); the plain listener stays
 HTTP/1.1 (no h2c). Each stream is an exchange with the rules of an
-HTTP/1.1 request (routing by :authority, forwarded headers, limits, the
+HTTP/1.1 request (routing by :authority, route() seeing the same request
+table, rsp's own checks, forwarded headers, limits and timeouts, the
 access log's "GET /p HTTP/2.0") and goes to the backends over HTTP/1.1;
 up to `http2_max_streams` (128) at once, advertised in
 SETTINGS_MAX_CONCURRENT_STREAMS, a stream over it refused; a slow stream
@@ -561,6 +562,102 @@ def test_access_log_says_http2(ka, start_proxy, cert, ctx, ctx11, tmp_path):
     lines = wait_lines(str(log), 2)
     assert_line(lines[0], "GET /p?q=1 HTTP/2.0", 200, len(st.body), referer="https://r.example/", agent="h2-agent")
     assert_line(lines[1], "GET /p1 HTTP/1.1", 200, len(b"path=/p1\n"), agent="h1-agent")
+
+
+REQUEST_TABLE_ROUTE = """
+function route(req)
+  local names = {}
+  for name in pairs(req.headers) do names[#names + 1] = name end
+  table.sort(names)
+  local lines = { req.method, req.target, req.path, req.query, req.host, req.client, req.version }
+  for _, name in ipairs(names) do lines[#lines + 1] = name .. "=" .. req.headers[name] end
+  return { status = 200, body = table.concat(lines, "\\n") }
+end"""
+
+
+def test_route_sees_the_same_request(start_proxy, cert, ctx, ctx11):
+    """route(req) sees a stream as it sees the same request over HTTP/1.1
+    (the request table of test_route.py, sent back by a response table):
+    method, target as sent, normalized path, query, host (lowercased, from
+    :authority), client, lowercase header names with repeated fields
+    joined by ", ", Host among them; only req.version differs: "2.0"."""
+    proxy = start_h2(start_proxy, cert=cert, route=REQUEST_TABLE_ROUTE)
+    target = "/a/./b/%7e%3f/../c?x=1&y=%41"
+    with h2(proxy, ctx, authority="WWW.Example.TEST") as c:
+        st = c.get(target, headers=[("x-multi", "one"), ("user-agent", "test"), ("x-multi", "two")])
+    with TLSConn(proxy.tls_port, ctx11, WWW, host="WWW.Example.TEST") as c1:
+        r = c1.get(target, headers=[("X-Multi", "one"), ("User-Agent", "test"), ("x-multi", "two")])
+    assert r.status == 200 and st.status == 200, (r, st)
+    over_h1 = r.body.decode().split("\n")
+    over_h2 = st.body.decode().split("\n")
+    assert over_h1[6] == "1.1" and over_h2[6] == "2.0", (over_h1, over_h2)
+    assert over_h2[:6] + over_h2[7:] == over_h1[:6] + over_h1[7:], (
+        f"route saw other fields over HTTP/2:\n  h2:   {over_h2}\n  h1.1: {over_h1}")
+    assert over_h2[:6] == ["GET", target, "/a/b/c", "x=1&y=%41", WWW, LOOPBACK], over_h2
+
+
+# (target, header fields): requests rsp's own rules judge (chapters 06, 07, 17)
+RULES = [
+    ("/a%2Fb", []),                       # an encoded slash: 400
+    ("/p#x", []),                         # a fragment: 400
+    ("/a/../../b", []),                   # dot segments: normalized
+    ("/a%00b", []),                       # passed on as sent
+    ("/u", [("x_real_ip", "6.6.6.6")]),   # a name with '_': dropped
+]
+
+
+@pytest.mark.parametrize("target, fields", RULES, ids=["encoded-slash", "fragment", "dot-segments", "encoded-nul",
+                                                       "underscore-header"])
+def test_rules_as_for_http11(ka, start_proxy, cert, ctx, ctx11, target, fields):
+    """rsp's own rules on a request (encoded slashes, fragments, dot
+    segments, names with '_') judge a stream as they judge the same
+    request over HTTP/1.1: the same status (a 400 may be RST_STREAM
+    PROTOCOL_ERROR), and the backend gets the same request (target and
+    fields) or none."""
+    proxy = start_h2(start_proxy, ka, cert=cert)
+    with TLSConn(proxy.tls_port, ctx11, WWW) as c1:
+        r = c1.get(target, headers=fields)
+    over_h1 = [(x.target, sorted(lowered(x.headers))) for x in ka.records]
+    with h2(proxy, ctx) as c:
+        st = c.get(target, headers=fields)
+    over_h2 = [(x.target, sorted(lowered(x.headers))) for x in ka.records[len(over_h1):]]
+    if r.status == 400:  # a stream error says as much in HTTP/2
+        assert st.status == 400 or (st.status is None and st.reset == PROTOCOL_ERROR), f"{target}: {st!r}"
+    else:
+        assert st.status == r.status, f"{target}: {st.status} over HTTP/2, {r.status} over HTTP/1.1"
+    assert over_h2 == over_h1, f"{target}: the backend got\n  over HTTP/2:   {over_h2}\n  over HTTP/1.1: {over_h1}"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "no-content-length"])
+def test_max_body_size(ka, start_proxy, cert, ctx, declared):
+    """max_body_size = "1k": a 5,000-byte POST gets rsp's 413 on its
+    stream (with a content-length saying so, or once its DATA pass the
+    limit) and never reaches the backend; the next stream is served."""
+    proxy = start_h2(start_proxy, ka, cert=cert, max_body_size="1k")
+    body = pattern(5000)
+    with h2(proxy, ctx) as c:
+        headers = [("content-length", str(len(body)))] if declared else []
+        st = c.wait_ended(c.request("POST", "/echo", headers=headers, body=body))
+        assert st.status == 413, st
+        assert c.get("/cl?size=10").status == 200
+    assert targets(ka) == ["/cl?size=10"]
+
+
+def test_body_timeout_on_one_stream(ka, start_proxy, cert, ctx):
+    """body_timeout = 0.5: a POST whose body stops half way gets 408 (or
+    RST_STREAM) on its stream within 10 s, while a GET on the same
+    connection is answered meanwhile; the connection then serves a new
+    stream, and the stalled request never reaches the backend."""
+    proxy = start_h2(start_proxy, ka, cert=cert, body_timeout=SHORT_TIMEOUT)
+    with h2(proxy, ctx) as c:
+        stalled = c.request("POST", "/echo", headers=[("content-length", "10")], end_stream=False)
+        c.send_data(stalled, b"hello")
+        other = c.get("/cl?size=10")
+        assert other.status == 200 and not c.streams[stalled].done, (other, c.streams[stalled])
+        st = c.wait_ended(stalled, FIRED_BY)
+        assert st.status == 408 or (st.status is None and st.reset is not None), st
+        assert c.get("/cl?size=20").status == 200
+    assert targets(ka) == ["/cl?size=10", "/cl?size=20"]
 
 
 # -- flow control as backpressure --------------------------------------------------------------
