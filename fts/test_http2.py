@@ -54,7 +54,7 @@ from h2client import (CANCEL, COMPRESSION_ERROR, CONTINUATION, DATA, END_STREAM,
                       HEADER_TABLE_SIZE, HEADERS, INITIAL_WINDOW_SIZE, MAX_CONCURRENT_STREAMS, NO_ERROR, PING,
                       PRIORITY, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, WINDOW_UPDATE, ENABLE_PUSH,
                       H2Client, RawH2, error_name, frame, h2_context, hpack_indexed, hpack_literal,
-                      settings_payload, static_request_block)
+                      request_headers, settings_payload, static_request_block)
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening  # noqa: E402
 from pattern import assert_is_pattern, pattern  # noqa: E402
 from promparse import value as metric_value  # noqa: E402
@@ -960,23 +960,32 @@ def test_rapid_reset_flood(ka, start_proxy, cert, ctx):
     assert_others_served(proxy, ctx)
 
 
-def test_made_you_reset_flood(ka, start_proxy, cert, ctx):
+@pytest.mark.parametrize("trigger", ["zero-window-update", "malformed-request"])
+def test_made_you_reset_flood(ka, start_proxy, cert, ctx, trigger):
     """MadeYouReset (CVE-2025-8671): a client that makes rsp reset its
-    streams (a POST's HEADERS, then a WINDOW_UPDATE of 0 on that stream:
-    a stream error rsp answers with RST_STREAM), up to 10,000 times,
-    gets a GOAWAY ENHANCE_YOUR_CALM or PROTOCOL_ERROR and its connection
-    closed; rsp serves other clients."""
+    streams, up to 10,000 times: a POST's HEADERS, then a WINDOW_UPDATE of
+    0 on that stream (an error rsp may treat as the stream's or the
+    connection's), or a request with an uppercase field name (a stream
+    error each time: RST_STREAM). The client gets a GOAWAY
+    ENHANCE_YOUR_CALM or PROTOCOL_ERROR and its connection closed, nothing
+    reaches the backend, rsp serves other clients."""
     proxy = start_h2(start_proxy, ka, cert=cert, keepalive_requests=1_000_000)
     with raw(proxy, ctx) as r:
-        block = r.request_block("POST", "/echo")
-        later = r.request_block("POST", "/echo")
+        if trigger == "zero-window-update":
+            fields = request_headers("POST", "/echo", WWW)
+        else:
+            fields = request_headers("GET", BAD, WWW, extra=[("X-Upper", "1")])
+        block, later = r.encode(fields), r.encode(fields)  # later: indexed, the same bytes every time
 
         def make(i):
             sid = 1 + 2 * i
-            return (r.headers_frames(sid, block if i == 0 else later, end_stream=False)
-                    + frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 0)))
+            if trigger == "zero-window-update":
+                return (r.headers_frames(sid, block if i == 0 else later, end_stream=False)
+                        + frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 0)))
+            return r.headers_frames(sid, block if i == 0 else later)
         r.flood(_frames_in_batches(make, FLOOD_FRAMES))
-        assert_flood_ended(r, FLOOD_CODES, "MadeYouReset")
+        assert_flood_ended(r, FLOOD_CODES, f"MadeYouReset ({trigger})")
+    assert ka.requests == 0, targets(ka)[:5]
     assert_others_served(proxy, ctx)
 
 
