@@ -34,6 +34,7 @@ Every wait is bounded (READ_TIMEOUT, or the timeout given); nothing here
 sleeps.
 """
 
+import json
 import select
 import socket
 import ssl
@@ -230,7 +231,6 @@ class Stream:
         return [v.decode("latin-1") for n, v in self.headers if n == wanted]
 
     def json(self):
-        import json
         return json.loads(self.body.decode("utf-8"))
 
     def __repr__(self):
