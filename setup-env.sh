@@ -74,6 +74,8 @@ PACKAGES=(
   libjansson-dev         # JSON for the ACME client (chapter 19)
   openssl                # the command line: certificates for the chapters' demos
   python3-trustme        # a throwaway CA and certificates for the TLS tests
+  python3-h2             # HTTP/2 frame by frame (with hpack and hyperframe) for test_http2.py
+  nghttp2-client         # h2load and nghttp: real HTTP/2 clients in test_http2.py and the HTTP/2 bench
   pebble                 # an ACME test server (and pebble-challtestsrv, its mock DNS)
   certbot                # the ACME client the end-to-end test drives through rsp
   python3-gunicorn       # an application server with sync workers behind rsp (test_buffering.py)
