@@ -235,7 +235,7 @@ void buffering_client_data(struct relay *relay, const char *data, size_t len)
     /* What follows the body is the client's next request: it waits after
      * this one's head, which is still needed. */
     if ((size_t)n < len && buffer_append(&relay->head, data + n, len - (size_t)n) == -1) {
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
     body_complete(relay);
@@ -289,7 +289,7 @@ void buffering_begin(struct relay *relay)
      * so (the backend is not asked: it gets the body whole, and no
      * Expect, request.c). Not if the body is on its way already. */
     if (extra == 0 && expects_continue(relay))
-        connection_write(&relay->client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        relay->client_ops->proceed(relay);
     if (extra > 0) {
         /* Body bytes that came with the head: into the buffer, and out of
          * the head's, which keeps the head alone (and, once the body is
@@ -459,19 +459,19 @@ static size_t spool_write(struct relay *relay, struct response_spool *s, const c
 void buffering_to_client(struct relay *relay, const char *data, size_t len)
 {
     struct exchange *x = relay->x;
-    struct connection *client = &relay->client;
+    const struct connection *client = &relay->client;
     struct response_spool *s = x->response_spool;
     size_t n;
 
     if (!spool_pending(s) &&
-        (client->write_done || connection_queued(client) + len <= relay->config->buffering.response_size)) {
-        connection_write(client, data, len);
+        (client->write_done || relay->client_ops->queued(relay) + len <= relay->config->buffering.response_size)) {
+        relay->client_ops->write(relay, data, len);
         return;
     }
     if (s == NULL) {
         s = x->response_spool = calloc(1, sizeof *s);
         if (s == NULL) {
-            connection_write(client, data, len); /* in memory after all */
+            relay->client_ops->write(relay, data, len); /* in memory after all */
             return;
         }
         s->fd = -1;
@@ -480,7 +480,7 @@ void buffering_to_client(struct relay *relay, const char *data, size_t len)
     n = spool_write(relay, s, data, len);
     if (n < len && buffer_append(&s->tail, data + n, len - n) == -1) {
         log_msg("out of memory keeping a response for %s; cut off", relay->client_address);
-        connection_fail(client);
+        relay->client_ops->fail(relay);
     }
 }
 
@@ -494,7 +494,7 @@ static bool spool_accepting(const struct relay *relay)
 
     if (!x->response_buffered || (s != NULL && buffer_length(&s->tail) > 0))
         return false;
-    if (!spool_pending(s) && connection_queued(&relay->client) + RELAY_READ_SIZE <= cfg->response_size)
+    if (!spool_pending(s) && relay->client_ops->queued(relay) + RELAY_READ_SIZE <= cfg->response_size)
         return true;
     return (s == NULL || !s->failed) && (s != NULL ? s->written : 0) + RELAY_READ_SIZE <= cfg->max_temp_file;
 }
@@ -503,7 +503,7 @@ bool buffering_client_full(const struct relay *relay)
 {
     if (spool_accepting(relay))
         return false;
-    return connection_queued(&relay->client) > RELAY_HIGH_WATER || relay->client.piped > 0 ||
+    return relay->client_ops->queued(relay) > RELAY_HIGH_WATER || relay->client.piped > 0 ||
            buffering_response_pending(relay);
 }
 
@@ -511,7 +511,7 @@ bool buffering_client_ready(const struct relay *relay)
 {
     if (spool_accepting(relay))
         return true;
-    return connection_queued(&relay->client) < RELAY_LOW_WATER && relay->client.piped == 0 &&
+    return relay->client_ops->queued(relay) < RELAY_LOW_WATER && relay->client.piped == 0 &&
            !buffering_response_pending(relay);
 }
 
@@ -519,7 +519,7 @@ bool buffering_may_splice(const struct relay *relay)
 {
     if (!relay->x->response_buffered)
         return true;
-    return relay->client.piped == 0 && connection_queued(&relay->client) == 0 &&
+    return relay->client.piped == 0 && relay->client_ops->queued(relay) == 0 &&
            !buffering_response_pending(relay);
 }
 
@@ -530,20 +530,20 @@ static void feed_client(struct relay *relay)
 {
     struct exchange *x = relay->x;
     struct response_spool *s = x->response_spool;
-    struct connection *client = &relay->client;
+    const struct connection *client = &relay->client;
 
     if (s == NULL)
         return;
-    while (spool_pending(s) && !client->write_done && connection_queued(client) < RELAY_LOW_WATER) {
+    while (spool_pending(s) && !client->write_done && relay->client_ops->queued(relay) < RELAY_LOW_WATER) {
         if (s->written > s->read) {
             uint64_t left = s->written - s->read;
             size_t len = left < BUFFERING_PIECE ? (size_t)left : BUFFERING_PIECE;
             if (temp_read(s->fd, s->read, len) == -1) {
                 log_file_problem("cannot read a response back; the client is cut off", errno);
-                connection_fail(client);
+                relay->client_ops->fail(relay);
                 return;
             }
-            connection_write(client, piece, len);
+            relay->client_ops->write(relay, piece, len);
             s->read += len;
             if (s->read == s->written) {
                 /* All out: the file starts over, and gives its blocks back. */
@@ -552,12 +552,12 @@ static void feed_client(struct relay *relay)
                     log_file_problem("cannot truncate one", errno);
             }
         } else {
-            connection_write(client, buffer_bytes(&s->tail), buffer_length(&s->tail));
+            relay->client_ops->write(relay, buffer_bytes(&s->tail), buffer_length(&s->tail));
             buffer_free(&s->tail);
         }
     }
     if (!spool_pending(s) && x->response_done && !x->keep_client)
-        connection_shutdown_write(client);
+        relay->client_ops->end(relay);
 }
 
 void buffering_settle(struct relay *relay)

@@ -167,7 +167,7 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     if (x->info.body.done) {
         exchange_request_read(relay);
         if ((size_t)n < len && buffer_append(&relay->head, data + n, len - (size_t)n) == -1)
-            connection_fail(&relay->client);
+            relay->client_ops->fail(relay);
     }
 }
 
@@ -294,7 +294,7 @@ void exchange_parse_head(struct relay *relay)
     int rc;
 
     if (x == NULL) {
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
 
@@ -305,7 +305,7 @@ void exchange_parse_head(struct relay *relay)
         x->request = malloc(sizeof *x->request);
         if (x->request == NULL) {
             log_msg("out of memory reading a request head");
-            connection_fail(&relay->client);
+            relay->client_ops->fail(relay);
             return;
         }
         http_request_init(x->request);
@@ -418,7 +418,7 @@ void exchange_client_data(struct relay *relay, const char *data, size_t len)
     struct exchange *x = exchange_begin(relay);
 
     if (x == NULL) {
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
 
@@ -426,7 +426,7 @@ void exchange_client_data(struct relay *relay, const char *data, size_t len)
     case PHASE_HEAD:
         if (buffer_append(&relay->head, data, len) == -1) {
             log_msg("out of memory reading a request head");
-            connection_fail(&relay->client);
+            relay->client_ops->fail(relay);
             return;
         }
         exchange_parse_head(relay);
@@ -443,7 +443,7 @@ void exchange_client_data(struct relay *relay, const char *data, size_t len)
          * bytes wait in the buffer, for the backend or as the next
          * request. */
         if (buffer_append(&relay->head, data, len) == -1)
-            connection_fail(&relay->client);
+            relay->client_ops->fail(relay);
         break;
     case PHASE_DRAIN:
         x->drained += len;
@@ -459,7 +459,7 @@ void exchange_client_finished(struct relay *relay)
     struct exchange *x = exchange_begin(relay);
 
     if (x == NULL) {
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
 
@@ -467,7 +467,7 @@ void exchange_client_finished(struct relay *relay)
     if (x->phase == PHASE_HEAD && buffer_length(&relay->head) == 0) {
         /* Connected (or done) and left without a word: nothing to answer. */
         x->phase = PHASE_DRAIN;
-        connection_shutdown_write(&relay->client);
+        relay->client_ops->end(relay);
     } else if (x->phase == PHASE_HEAD || x->phase == PHASE_BUFFER) {
         exchange_fail_request(relay, 400); /* the head, or the body, was cut short */
     } else if (x->phase == PHASE_BODY) {

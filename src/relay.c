@@ -299,6 +299,79 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
+/* The client side of an HTTP/1 connection (struct client_ops): its
+ * socket's queue. */
+
+static int http1_head(struct relay *relay, const struct http_request *response, const char *buf,
+                      enum response_connection mode, bool dechunk, const char *hsts, bool has_body)
+{
+    struct buffer out = BUFFER_INIT;
+
+    (void)has_body; /* the head's own framing says it */
+    if (response_write_head(response, buf, mode, dechunk, hsts, &out) == -1) {
+        buffer_free(&out);
+        return -1;
+    }
+    connection_write(&relay->client, out.data, buffer_length(&out));
+    buffer_free(&out);
+    return 0;
+}
+
+static void http1_write(struct relay *relay, const char *data, size_t length)
+{
+    connection_write(&relay->client, data, length);
+}
+
+static void http1_proceed(struct relay *relay)
+{
+    connection_write(&relay->client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+}
+
+static size_t http1_queued(const struct relay *relay)
+{
+    return connection_queued(&relay->client);
+}
+
+static void http1_end(struct relay *relay)
+{
+    connection_shutdown_write(&relay->client);
+}
+
+static void http1_fail(struct relay *relay)
+{
+    connection_fail(&relay->client);
+}
+
+static bool http1_take_back(struct relay *relay)
+{
+    return connection_drop_held(&relay->client);
+}
+
+static void http1_hold(struct relay *relay, bool on)
+{
+    if (on)
+        connection_cork(&relay->client);
+    else
+        connection_uncork(&relay->client);
+}
+
+static ssize_t http1_splice_from(struct relay *relay, struct connection *from, size_t len)
+{
+    return connection_splice_from(&relay->client, from, len);
+}
+
+/* Plain HTTP splices (chapter 16); TLS bytes must be encrypted by us. */
+static const struct client_ops http1_client = {
+    .head = http1_head, .answer = http1_write, .proceed = http1_proceed, .write = http1_write,
+    .queued = http1_queued, .end = http1_end, .fail = http1_fail, .take_back = http1_take_back,
+    .hold = http1_hold, .splice_from = http1_splice_from,
+};
+static const struct client_ops http1_tls_client = {
+    .head = http1_head, .answer = http1_write, .proceed = http1_proceed, .write = http1_write,
+    .queued = http1_queued, .end = http1_end, .fail = http1_fail, .take_back = http1_take_back,
+    .hold = http1_hold, .splice_from = NULL,
+};
+
 void relay_use_current_config(struct relay *relay)
 {
     struct config *current = generation_current();
@@ -355,6 +428,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     format_address(address, relay->client_address, sizeof relay->client_address);
     snprintf(relay->server_port, sizeof relay->server_port, "%s", server_port);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
+    relay->client_ops = tls ? &http1_tls_client : &http1_client;
     /* Accepted here and never shared: a process with clients never forks
      * (only the master does, and it serves none). */
     relay->client.sole = true;

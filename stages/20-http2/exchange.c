@@ -164,7 +164,7 @@ void exchange_response_finished(struct relay *relay)
         /* After what still waits on disk for the client, if anything
          * does (buffering.c). */
         if (!buffering_response_pending(relay))
-            connection_shutdown_write(&relay->client);
+            relay->client_ops->end(relay);
         if (x->phase == PHASE_SENT)
             x->phase = PHASE_DRAIN;
     }
@@ -176,7 +176,7 @@ void exchange_answer_ourselves(struct relay *relay, const char *data, size_t len
     struct exchange *x = relay->x;
     const char *end = memmem(data, length, "\r\n\r\n", 4);
 
-    connection_write(&relay->client, data, length);
+    relay->client_ops->answer(relay, data, length);
     x->status = length > 12 ? atoi(data + 9) : 0;
     x->body_bytes += end != NULL ? length - (size_t)(end + 4 - data) : 0;
     x->response_started = true;
@@ -195,7 +195,7 @@ void exchange_fail_request(struct relay *relay, int status)
     char lines[128];
 
     if (x == NULL) {
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
 
@@ -204,7 +204,7 @@ void exchange_fail_request(struct relay *relay, int status)
     if (x->phase == PHASE_HEAD)
         access_log_capture(relay);
     exchange_release_backend(relay);
-    if (x->response_started && connection_drop_held(&relay->client)) {
+    if (x->response_started && relay->client_ops->take_back(relay)) {
         /* The head is still held with the body bytes read with it
          * (connection_cork): the client has had nothing yet, and can
          * have a clean answer instead. */
@@ -214,7 +214,7 @@ void exchange_fail_request(struct relay *relay, int status)
     if (x->response_started) {
         /* Part of a response was sent: nothing sensible can follow it. */
         x->phase = PHASE_DRAIN;
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
     x->keep_client = x->request_complete && exchange_client_may_stay(relay);
@@ -224,7 +224,7 @@ void exchange_fail_request(struct relay *relay, int status)
         log_msg("out of memory answering %d", status);
         buffer_free(&answer);
         x->phase = PHASE_DRAIN;
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
         return;
     }
     exchange_answer_ourselves(relay, buffer_bytes(&answer), buffer_length(&answer));

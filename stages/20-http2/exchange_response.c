@@ -39,7 +39,7 @@ static void to_client(struct relay *relay, const char *data, size_t len)
     if (relay->x->response_buffered)
         buffering_to_client(relay, data, len);
     else
-        connection_write(&relay->client, data, len);
+        relay->client_ops->write(relay, data, len);
 }
 
 /* Takes the chunked coding off for an HTTP/1.0 client (body.h's on_data). */
@@ -84,15 +84,10 @@ static void response_body(struct relay *relay, const char *data, size_t len)
  * HTTP/1.0 ones, which do not know them. */
 static int forward_interim(struct relay *relay, const char *buf)
 {
-    struct buffer out = BUFFER_INIT;
-
     if (relay->x->minor_version == 0)
         return 0;
-    if (response_write_head(relay->x->response, buf, CONNECTION_PERSIST, false, NULL, &out) == -1)
-        return -1;
-    connection_write(&relay->client, out.data, buffer_length(&out));
-    buffer_free(&out);
-    return 0;
+    return relay->client_ops->head(relay, relay->x->response, buf, CONNECTION_PERSIST, false, NULL,
+                                   false);
 }
 
 /* The final head is parsed: decide how the response ends and how the
@@ -101,7 +96,6 @@ static int start_response(struct relay *relay, const char *buf)
 {
     struct exchange *x = relay->x;
     struct response_info info;
-    struct buffer out = BUFFER_INIT;
     bool upgrading = x->response->status == 101;
     enum response_connection mode;
 
@@ -116,13 +110,12 @@ static int start_response(struct relay *relay, const char *buf)
                      !upgrading && exchange_client_may_stay(relay);
     mode = upgrading ? CONNECTION_UPGRADE : exchange_client_connection(relay);
     buffering_response_start(relay, upgrading);
-    if (response_write_head(x->response, buf, mode, x->dechunk,
-                            relay->tls ? relay->config->tls.hsts_line : NULL, &out) == -1) {
+    if (relay->client_ops->head(relay, x->response, buf, mode, x->dechunk,
+                                relay->tls ? relay->config->tls.hsts_line : NULL,
+                                info.framing != FRAMING_NONE) == -1) {
         log_msg("out of memory writing a response head");
         return 502;
     }
-    connection_write(&relay->client, out.data, buffer_length(&out));
-    buffer_free(&out);
     x->response_started = true;
     x->status = x->response->status;
     if (info.framing == FRAMING_LENGTH)
@@ -231,9 +224,11 @@ static void response_data(struct relay *relay, const char *data, size_t len)
     } else if (head_pending(x)) {
         /* The head and the body bytes read with it leave in one writev:
          * one packet instead of two (chapter 16). */
-        connection_cork(&relay->client);
+        if (relay->client_ops->hold != NULL)
+            relay->client_ops->hold(relay, true);
         response_head(relay, data, len);
-        connection_uncork(&relay->client);
+        if (relay->client_ops->hold != NULL)
+            relay->client_ops->hold(relay, false);
     } else {
         response_body(relay, data, len);
     }
@@ -260,7 +255,7 @@ static void backend_finished(struct relay *relay, bool broken)
     } else if (!x->response_began) {
         bad_response(relay, "closed the connection without answering");
     } else if (x->phase == PHASE_TUNNEL) {
-        connection_shutdown_write(&relay->client);
+        relay->client_ops->end(relay);
     } else if (head_pending(x)) {
         bad_response(relay, "closed the connection in the middle of a response head");
     } else if (x->framing == FRAMING_CLOSE) {
@@ -269,7 +264,7 @@ static void backend_finished(struct relay *relay, bool broken)
         log_msg("backend %s closed the connection before the end of its response; cut off",
                 x->current->name);
         x->phase = PHASE_DRAIN;
-        connection_fail(&relay->client);
+        relay->client_ops->fail(relay);
     }
 }
 
@@ -283,7 +278,7 @@ static bool response_splices(const struct relay *relay)
 {
     const struct exchange *x = relay->x;
 
-    return relay->config->scaling.splice && connection_can_splice(&relay->client) &&
+    return relay->config->scaling.splice && relay->client_ops->splice_from != NULL &&
            x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
            buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
@@ -311,7 +306,7 @@ static int response_splice(struct relay *relay, struct connection *backend)
      * answer to the next request. */
     if (x->framing == FRAMING_LENGTH)
         len = (size_t)(body_framer_remaining(&x->response_body) - RELAY_SPLICE_TAIL);
-    n = connection_splice_from(&relay->client, backend, len);
+    n = relay->client_ops->splice_from(relay, backend, len);
     if (n > 0) {
         x->body_bytes += (uint64_t)n;
         if (x->framing == FRAMING_LENGTH) {

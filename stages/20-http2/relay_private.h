@@ -31,7 +31,45 @@
 #define RELAY_SPLICE_TAIL (RELAY_READ_SIZE / 2) /* a body's last bytes are read, not spliced */
 
 struct body_buffer;
+struct relay;
 struct response_spool;
+
+/* The client side of a relay: how the answers of its exchanges reach the
+ * client, and how much of them waits on the way. A relay is one HTTP/1
+ * client connection (relay.c: these write into its socket's queue) or one
+ * HTTP/2 stream (h2_relay.c: these go through its connection's session).
+ * The exchange's files reach the client only through these; relay->client's
+ * flags (read_done, write_done, paused, broken, piped) are the client
+ * side's state either way (a stream's has no socket: connection_init_none). */
+struct client_ops {
+    /* A response head, interim (1xx) or final: the backend's, parsed into
+     * response in buf, as response_write_head takes it; has_body false
+     * when nothing follows it. Returns 0, or -1 if out of memory. */
+    int (*head)(struct relay *relay, const struct http_request *response, const char *buf,
+                enum response_connection mode, bool dechunk, const char *hsts, bool has_body);
+    /* A whole answer of rsp's own, as reply_append writes it. */
+    void (*answer)(struct relay *relay, const char *data, size_t length);
+    /* "100 Continue": the client may send its body. */
+    void (*proceed)(struct relay *relay);
+    /* Bytes of a response body (or of a tunnel). */
+    void (*write)(struct relay *relay, const char *data, size_t length);
+    /* Bytes queued for the client and not taken yet (spliced ones too). */
+    size_t (*queued)(const struct relay *relay);
+    /* Nothing follows what is queued: the end of the response. */
+    void (*end)(struct relay *relay);
+    /* Cuts the client off at once: what is queued is dropped. */
+    void (*fail)(struct relay *relay);
+    /* A head held with its body's first bytes (hold) is taken back: true
+     * if the client has had nothing of the response (connection_drop_held). */
+    bool (*take_back)(struct relay *relay);
+    /* Holds writes so that they leave together (on), or lets them go;
+     * NULL when nothing is gained by it. */
+    void (*hold)(struct relay *relay, bool on);
+    /* Moves up to len bytes from the backend's socket to the client's
+     * without copying them (connection_splice_from); NULL when the client
+     * side cannot splice. */
+    ssize_t (*splice_from)(struct relay *relay, struct connection *from, size_t len);
+};
 
 /* Where the request of an exchange is (the response has its own state). */
 enum phase {
@@ -109,6 +147,7 @@ struct relay {
     struct relay_set *set;           /* the relays alive, a list through prev/next */
     struct relay *prev, *next;
     struct connection client;
+    const struct client_ops *client_ops; /* how the exchanges reach the client */
     bool tls;                        /* it came to the HTTPS port */
     struct config *config;           /* held: the generation its request began in */
     struct buffer head;              /* what the client sent that is not used yet: the

@@ -128,7 +128,7 @@ static void give_up(struct relay *relay)
 /* Ends the relay at once, both sides, without an answer. */
 static void cut_off(struct relay *relay)
 {
-    connection_fail(&relay->client);
+    relay->client_ops->fail(relay);
 }
 
 /* A connect took too long: to the client, the same as a refused one. */
