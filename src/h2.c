@@ -207,21 +207,13 @@ static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, 
     return 0;
 }
 
-/* Request body bytes: to the owner, whose h2_consume opens the window
- * again; bytes for a stream it does not know of are consumed at once. */
+/* Request body bytes (h2_request.c). */
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user)
 {
-    struct h2_session *sess = user;
-    struct h2_stream *st = h2_stream_of(sess, id);
-
+    (void)ng;
     (void)flags;
-    if (st == NULL || !st->announced || st->owner_reset) {
-        nghttp2_session_consume(ng, id, len);
-        return 0;
-    }
-    st->unconsumed += len;
-    sess->cb.on_data(sess->closure, id, (const char *)data, len, false);
+    h2_request_data(user, id, (const char *)data, len);
     return 0;
 }
 

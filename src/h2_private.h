@@ -43,6 +43,9 @@ struct h2_stream {
     bool owner_reset;                /* the owner reset it: not the client's fault */
     bool reset_after_answer;         /* the session answered before the request ended */
     uint64_t unconsumed;             /* body bytes given to the owner, not consumed yet */
+    bool has_length;                 /* the head said content-length: */
+    uint64_t length;
+    uint64_t received;               /* body bytes given to the owner */
 
     /* The response. */
     bool responded;
@@ -94,7 +97,14 @@ int h2_on_invalid_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp
  * whole, then tells the owner (on_request) or refuses it. */
 void h2_head_complete(struct h2_session *sess, struct h2_stream *st, bool end_stream);
 
-/* The client ended its side of a stream (st may be NULL). */
+/* Request body bytes of a stream: to the owner, or, if the owner does
+ * not know of the stream or they go beyond its content-length, consumed
+ * at once (the stream then reset). */
+void h2_request_data(struct h2_session *sess, int32_t id, const char *data, size_t len);
+
+/* The client ended its side of a stream (st may be NULL): the owner
+ * hears of it, unless the body fell short of its content-length (a
+ * stream error). */
 void h2_request_ended(struct h2_session *sess, struct h2_stream *st);
 
 /* Frees what the head took while it arrived. */

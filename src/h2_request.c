@@ -235,9 +235,14 @@ void h2_head_complete(struct h2_session *sess, struct h2_stream *st, bool end_st
         reject(sess, st, why);
     else if ((fields = owner_fields(st, all, &head.header_count)) == NULL)
         h2_reset_stream(sess, st->id, NGHTTP2_INTERNAL_ERROR);
+    else if (end_stream && head.has_content_length && head.content_length != 0)
+        reject(sess, st, "content-length with no body");
     else {
         head.headers = fields;
         head.end_stream = end_stream;
+        st->has_length = head.has_content_length;
+        st->length = head.content_length;
+        st->list_size = 0; /* trailer fields are counted on their own */
         st->announced = true;
         sess->announced++;
         sess->cb.on_request(sess->closure, st->id, &head);
@@ -248,9 +253,28 @@ void h2_head_complete(struct h2_session *sess, struct h2_stream *st, bool end_st
 }
 
 /* The client ended its side of a stream. */
-void h2_request_ended(struct h2_session *sess, struct h2_stream *st)
+void h2_request_data(struct h2_session *sess, int32_t id, const char *data, size_t len)
 {
-    if (st != NULL && st->announced && !st->owner_reset)
-        sess->cb.on_data(sess->closure, st->id, NULL, 0, true);
+    struct h2_stream *st = h2_stream_of(sess, id);
+
+    if (st != NULL && st->announced && !st->owner_reset && !st->rejected && st->has_length &&
+        len > st->length - st->received)
+        reject(sess, st, "DATA beyond content-length");
+    if (st == NULL || !st->announced || st->owner_reset || st->rejected) {
+        nghttp2_session_consume(sess->ng, id, len);
+        return;
+    }
+    st->received += len;
+    st->unconsumed += len;
+    sess->cb.on_data(sess->closure, id, data, len, false);
 }
 
+void h2_request_ended(struct h2_session *sess, struct h2_stream *st)
+{
+    if (st == NULL || !st->announced || st->owner_reset || st->rejected)
+        return;
+    if (st->has_length && st->received != st->length)
+        reject(sess, st, "DATA short of content-length");
+    else
+        sess->cb.on_data(sess->closure, st->id, NULL, 0, true);
+}

@@ -1,22 +1,27 @@
 /* h2_validate.c -- the rules an HTTP/2 request head must follow before
  * it becomes an HTTP/1.1 request to a backend.
  *
- * nghttp2 (HTTP messaging left on) checks most of them first, as a stream
- * error: pseudo-header fields unknown, repeated, after a regular field,
- * missing (:method, :scheme, :path, or :authority for CONNECT) or empty;
- * :path not starting with '/' (or "*" for OPTIONS); no :authority and no
- * host; a name with an upper-case letter; connection, keep-alive,
+ * nghttp2 (HTTP messaging left on) checks most of them first, each a
+ * stream error: pseudo-header fields unknown, repeated, after a regular
+ * field, missing (:method, :scheme, :path; :authority for CONNECT) or
+ * empty; :method not a token, :scheme not a scheme, :path not starting
+ * with '/' (or "*" for OPTIONS) or holding blanks or control bytes,
+ * :authority with such bytes; no :authority and no host; two host
+ * fields; a name with an upper-case letter; connection, keep-alive,
  * proxy-connection, transfer-encoding, upgrade; te other than
- * "trailers"; content-length not a number, or repeated; DATA more or less
- * than content-length. Other bad names and values (NUL, CR, LF, other
- * control bytes, blanks around a value) it would only drop: rsp's
- * on_invalid_header callback makes those stream errors too (h2.c).
+ * "trailers"; content-length not a number, or two of them; DATA more or
+ * less than content-length. Other bad names and values (NUL, CR, LF,
+ * other control bytes, blanks around a value) it would only drop: rsp's
+ * on_invalid_header callback makes those stream errors too (h2_request.c).
  *
- * What is rsp's alone: :authority and host naming different hosts (RFC
- * 9113, 8.3.1), :scheme's syntax, and CONNECT, refused with 405 as over
- * HTTP/1.1. The rest is checked again here anyway: what reaches a backend
- * must not depend on a library option staying set, and a head written
- * as HTTP/1.1 from these fields can never carry a second request. */
+ * What is rsp's alone: :authority and host naming different hosts, and
+ * userinfo ('@') in :authority (RFC 9113, 8.3.1); CONNECT, answered 405
+ * as over HTTP/1.1; and the limits (431). Everything else is checked
+ * again here, and the body against content-length in h2_request.c: with
+ * nghttp2's checks switched off (nghttp2_option_set_no_http_messaging),
+ * fuzz/test_h2.c passes all the same. What reaches a backend does not
+ * depend on a library option staying set, and a head written as HTTP/1.1
+ * from these fields can never carry a second request. */
 #include "h2.h"
 
 #include "http.h"
