@@ -736,6 +736,39 @@ static void test_owner_reset(void)
     server_free(srv);
 }
 
+/* The owner's calls: an interim 103 then the answer; what is refused. */
+static void test_owner_calls(void)
+{
+    struct server *srv;
+    struct client *cl = client_new(0);
+    struct h2_header link = { { "Link", 4 }, { "</s.css>; rel=preload", 21 } };
+    int32_t id;
+
+    begin("the owner's calls: 103, then 200 with a body; misuse refused");
+    srv = server_new(NULL);
+    srv->own.answer = false;
+    id = client_request(cl, "GET", "/", NULL);
+    pump(srv, cl);
+    CHECK(h2_respond(srv->own.sess, id, 101, NULL, 0, false) == -1, "101 accepted");
+    CHECK(h2_respond(srv->own.sess, id + 2, 200, NULL, 0, false) == -1, "a stream never opened accepted");
+    CHECK(h2_write_body(srv->own.sess, id, "x", 1) == -1, "a body before the head accepted");
+    CHECK(h2_respond(srv->own.sess, id, 103, &link, 1, false) == 0, "103 refused");
+    CHECK(h2_respond(srv->own.sess, id, 200, &link, 1, true) == 0, "200 refused");
+    CHECK(h2_respond(srv->own.sess, id, 200, NULL, 0, true) == -1, "a second answer accepted");
+    CHECK(h2_write_body(srv->own.sess, id, "xxx", 3) == 0 && h2_stream_queued(srv->own.sess, id) == 3,
+          "queued %zu", h2_stream_queued(srv->own.sess, id));
+    CHECK(h2_end_body(srv->own.sess, id) == 0 && h2_write_body(srv->own.sess, id, "x", 1) == -1,
+          "a body after its end accepted");
+    h2_session_flush(srv->own.sess);
+    pump(srv, cl);
+    CHECK(cl->status[id] == 200 && cl->body[id] == 3 && cl->closed[id], "status %d body %zu", cl->status[id],
+          cl->body[id]);
+    CHECK(h2_write_body(srv->own.sess, id, "x", 1) == -1 && h2_stream_queued(srv->own.sess, id) == 0,
+          "a closed stream accepted bytes");
+    client_free(cl);
+    server_free(srv);
+}
+
 /* One malformed header section, or a request that must pass. */
 struct head_case {
     const char *what;
@@ -868,6 +901,42 @@ static void test_content_length(void)
                   srv->own.body, srv->own.ends);
             CHECK(srv->own.closed == 1 && srv->own.close_code == NGHTTP2_PROTOCOL_ERROR, "closed %d code %u",
                   srv->own.closed, srv->own.close_code);
+        }
+        server_free(srv);
+    }
+}
+
+/* Trailer fields end the request and are dropped; a malformed one resets
+ * the stream after the owner had the request. */
+static void test_trailers(void)
+{
+    static const nghttp2_nv post[] = { NV(":method", "POST"), NV(":scheme", "https"), NV(":path", "/"),
+                                       NV(":authority", "e") };
+    static const nghttp2_nv good[] = { NV("x-checksum", "1") };
+    static const nghttp2_nv bad[] = { NV("connection", "close") };
+
+    for (int malformed = 0; malformed < 2; malformed++) {
+        struct server *srv = server_new(NULL);
+        struct buffer b = BUFFER_INIT;
+        const struct frame *rst;
+
+        begin(malformed ? "a malformed trailer field" : "trailer fields");
+        preface(srv);
+        put_headers(srv, &b, 1, post, 4, false);
+        put_frame(&b, NGHTTP2_DATA, 0, 1, "abc", 3);
+        put_headers(srv, &b, 1, malformed ? bad : good, 1, true);
+        send_bytes(srv, &b);
+        rst = find(NGHTTP2_RST_STREAM, 1);
+        CHECK(srv->own.requests == 1 && srv->own.body == 3, "requests %d body %zu", srv->own.requests,
+              srv->own.body);
+        if (malformed) {
+            CHECK(rst != NULL && rst->code == NGHTTP2_PROTOCOL_ERROR && srv->own.ends == 0, "RST_STREAM code %u",
+                  rst != NULL ? rst->code : 0);
+            CHECK(srv->own.closed == 1 && srv->own.close_code == NGHTTP2_PROTOCOL_ERROR, "closed %d code %u",
+                  srv->own.closed, srv->own.close_code);
+        } else {
+            CHECK(rst == NULL && srv->own.ends == 1, "ends %d", srv->own.ends);
+            CHECK(find(NGHTTP2_HEADERS, 1) != NULL && find(NGHTTP2_HEADERS, 1)->status == 200, "no answer");
         }
         server_free(srv);
     }
@@ -1103,8 +1172,10 @@ int main(void)
     test_stall();
     test_graceful_goaway();
     test_owner_reset();
+    test_owner_calls();
     test_malformed_heads();
     test_content_length();
+    test_trailers();
     test_answered();
     test_concurrent_streams();
     test_hpack_table_size();

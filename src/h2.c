@@ -231,8 +231,8 @@ static const char *goaway_text(struct h2_session *sess, const nghttp2_goaway *g)
 }
 
 /* A frame left: counts the resets the server sends because of the client
- * ("MadeYouReset"), notes the ends of responses, and reports GOAWAYs
- * nghttp2 decided on. */
+ * ("MadeYouReset"), follows an early answer with its RST_STREAM, and
+ * reports GOAWAYs nghttp2 decided on. */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     struct h2_session *sess = user;
@@ -249,16 +249,13 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
                                      sess->error_text[0] != '\0' ? sess->error_text :
                                      nghttp2_http2_strerror(frame->rst_stream.error_code));
         }
+        sess->error_text[0] = '\0';
         break;
     case NGHTTP2_HEADERS:
         if (st != NULL && st->reset_after_answer && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
             st->owner_reset = true; /* counted when answered */
             nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
         }
-        break;
-    case NGHTTP2_DATA:
-        if (st != NULL && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            st->eof_sent = true;
         break;
     case NGHTTP2_GOAWAY:
         if (sess->reason == NULL && frame->goaway.error_code != NGHTTP2_NO_ERROR) {

@@ -50,7 +50,6 @@ struct h2_stream {
     /* The response. */
     bool responded;
     bool body_ended;                 /* h2_end_body was called */
-    bool eof_sent;
     bool deferred;                   /* the data source said "nothing yet" */
     bool above_low;                  /* out was above stream_low_water: on_drained due */
     bool drained;                    /* on_drained to call after this flush */
