@@ -713,6 +713,32 @@ static void test_graceful_goaway(void)
     server_free(srv);
 }
 
+/* A graceful GOAWAY whose time is up: the immediate one ends the session
+ * with a stream still in flight. */
+static void test_goaway_deadline(void)
+{
+    struct server *srv;
+    struct client *cl = client_new(0);
+
+    begin("graceful GOAWAY, then at once");
+    srv = server_new(NULL);
+    srv->own.answer = false;
+    client_request(cl, "GET", "/slow", NULL);
+    pump(srv, cl);
+    h2_goaway(srv->own.sess, true);
+    h2_session_flush(srv->own.sess);
+    pump(srv, cl);
+    CHECK(!h2_session_done(srv->own.sess), "done with a stream in flight");
+    h2_goaway(srv->own.sess, false);
+    h2_session_flush(srv->own.sess);
+    pump(srv, cl);
+    CHECK(h2_session_done(srv->own.sess), "not done after the immediate GOAWAY");
+    CHECK(srv->own.goaways == 2 && srv->own.goaway_code == 0 && cl->goaways == 3, "reported %d, client saw %d",
+          srv->own.goaways, cl->goaways);
+    client_free(cl);
+    server_free(srv);
+}
+
 /* The owner resets a stream (its backend failed). */
 static void test_owner_reset(void)
 {
@@ -1171,6 +1197,7 @@ int main(void)
     test_upload_backpressure();
     test_stall();
     test_graceful_goaway();
+    test_goaway_deadline();
     test_owner_reset();
     test_owner_calls();
     test_malformed_heads();

@@ -509,13 +509,16 @@ bool h2_session_done(const struct h2_session *sess)
 
 void h2_goaway(struct h2_session *sess, bool graceful)
 {
-    if (sess->dead || sess->shutting_down)
-        return;
-    sess->shutting_down = true;
-    if (!graceful) {
+    if (sess->dead || sess->reason != NULL)
+        return; /* ending already */
+    if (!graceful) { /* also after a graceful one, when its time is up */
+        sess->shutting_down = true;
         terminate(sess, NGHTTP2_NO_ERROR, "shutting down");
         return;
     }
+    if (sess->shutting_down)
+        return;
+    sess->shutting_down = true;
     report_goaway(sess, false, NGHTTP2_NO_ERROR, "shutting down: streams in flight finish");
     if (nghttp2_submit_shutdown_notice(sess->ng) != 0 ||
         nghttp2_submit_ping(sess->ng, NGHTTP2_FLAG_NONE, goaway_ping) != 0)

@@ -212,7 +212,9 @@ void h2_reset_stream(struct h2_session *sess, int32_t stream_id, uint32_t code);
 /* Shuts the session down. Graceful (SIGHUP, SIGTERM): a GOAWAY telling
  * the client to open no more streams, a PING, and once its ACK came
  * back the final GOAWAY with the last stream processed; streams in
- * flight finish. Otherwise GOAWAY NO_ERROR and the end at once. */
+ * flight finish. Otherwise (also after a graceful one whose time is up)
+ * GOAWAY NO_ERROR and the end once it is sent: the owner ends its
+ * streams' exchanges itself. Reported through on_goaway. */
 void h2_goaway(struct h2_session *sess, bool graceful);
 
 /* Streams the owner has been told of and not yet told are closed. */
