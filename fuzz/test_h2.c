@@ -1176,6 +1176,24 @@ static void test_hpack_table_size(void)
     server_free(srv);
 }
 
+/* What an idle session holds, after the prefaces and one request. */
+static void test_idle_memory(void)
+{
+    struct server *srv;
+    struct client *cl = client_new(0);
+
+    begin("an idle session's memory");
+    srv = server_new(NULL);
+    client_request(cl, "GET", "/", NULL);
+    pump(srv, cl);
+    CHECK(srv->own.requests == 1 && h2_session_streams(srv->own.sess) == 0, "requests %d", srv->own.requests);
+    CHECK(h2_session_memory(srv->own.sess) < 48 * 1024, "memory %zu", h2_session_memory(srv->own.sess));
+    fprintf(stderr, "  an idle session holds %zu bytes (peak %zu while serving one request)\n",
+            h2_session_memory(srv->own.sess), srv->peak_memory);
+    client_free(cl);
+    server_free(srv);
+}
+
 /* Not HTTP/2 at all: the session dies at once, the owner is told. */
 static void test_bad_preface(void)
 {
@@ -1207,6 +1225,7 @@ int main(void)
     test_concurrent_streams();
     test_hpack_table_size();
     test_bad_preface();
+    test_idle_memory();
     expect_flood("rapid reset: HEADERS then RST_STREAM", 1000, rapid_reset, NGHTTP2_ENHANCE_YOUR_CALM);
     expect_flood("MadeYouReset: malformed HEADERS", 1000, made_you_reset, NGHTTP2_ENHANCE_YOUR_CALM);
     expect_flood("MadeYouReset: WINDOW_UPDATE overflowing a stream's window", 1000, made_you_reset_window,
