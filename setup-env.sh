@@ -34,6 +34,7 @@ BUILD_PACKAGES=(
   libluajit-5.1-dev      # the config language
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
   libjansson-dev         # JSON for the ACME client (chapter 19)
+  libnghttp2-dev         # HTTP/2 framing for clients (chapter 20)
 )
 
 # The daemons the developer's set brings (nginx-common's nginx.service,
@@ -72,6 +73,7 @@ PACKAGES=(
   python3-selenium       # the status page test's WebDriver client (PyPI is not reachable)
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
   libjansson-dev         # JSON for the ACME client (chapter 19)
+  libnghttp2-dev         # HTTP/2 framing for clients (chapter 20)
   openssl                # the command line: certificates for the chapters' demos
   python3-trustme        # a throwaway CA and certificates for the TLS tests
   python3-h2             # HTTP/2 frame by frame (with hpack and hyperframe) for test_http2.py
