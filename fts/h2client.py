@@ -581,6 +581,9 @@ class RawH2:
                 if isinstance(f, SettingsFrame) and "ACK" not in f.flags:
                     self.server_settings = dict(f.settings)
                     self.sock.sendall(frame(SETTINGS, ACK, 0))
+                    # Answered: collect() must not acknowledge them again (a
+                    # second ACK is a connection error, RFC 9113 section 6.5.3).
+                    self._answered = len(self.frames)
                     break
         except BaseException:
             self.sock.close()

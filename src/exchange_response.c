@@ -105,7 +105,8 @@ static int start_response(struct relay *relay, const char *buf)
         return 502;
     x->framing = info.framing;
     x->upstream_reusable = !info.backend_closes && !upgrading;
-    x->dechunk = x->minor_version == 0 && info.framing == FRAMING_CHUNKED;
+    x->dechunk = (x->minor_version == 0 || relay->client_ops->is_stream) &&
+                 info.framing == FRAMING_CHUNKED;
     x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !x->dechunk &&
                      !upgrading && exchange_client_may_stay(relay);
     mode = upgrading ? CONNECTION_UPGRADE : exchange_client_connection(relay);

@@ -61,8 +61,14 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
     const struct exchange *x = relay->x;
     const struct connection *client = &relay->client, *backend = relay_backend(relay);
     double best = relay->last_activity + t->idle;
+    bool idle;
 
     *which = DEADLINE_IDLE;
+    if (relay->h2 != NULL) {
+        best = h2_relay_deadline(relay, &idle);
+        *which = idle ? DEADLINE_IDLE : DEADLINE_KEEPALIVE;
+        return best;
+    }
     /* Between two requests, the client has keepalive_timeout to begin the
      * next; once it has, header_timeout to finish its head. */
     if (x->phase == PHASE_HEAD && relay->served > 0 && x->head_started == 0)

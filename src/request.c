@@ -81,7 +81,7 @@ struct target {
 struct request_view request_view_of(const struct http_request *req, const char *buf)
 {
     return (struct request_view){ buf, req->method, req->target, req->headers, req->header_count,
-                                  req->minor_version };
+                                  req->minor_version, false };
 }
 
 size_t request_find_header(const struct request_view *rq, const char *name, size_t from)

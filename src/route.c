@@ -131,7 +131,7 @@ static void push_request(lua_State *L, struct route_hook *hook, const struct rou
     lua_createtable(L, 0, 8);
     set_span(L, "method", buf, req->method);
     set_span(L, "target", buf, req->target);
-    lua_pushstring(L, req->minor_version == 1 ? "1.1" : "1.0");
+    lua_pushstring(L, req->http2 ? "2.0" : req->minor_version == 1 ? "1.1" : "1.0");
     lua_setfield(L, -2, "version");
     lua_pushstring(L, rq->client_address);
     lua_setfield(L, -2, "client");

@@ -3,7 +3,7 @@
  *
  * A config generation loads its certificates into a tls_context: one
  * OpenSSL SSL_CTX per certificate, all set up alike (TLS 1.2 and 1.3,
- * Mozilla's "intermediate" ciphers, ALPN http/1.1, session tickets). The
+ * Mozilla's "intermediate" ciphers, ALPN h2 then http/1.1, session tickets). The
  * first certificate is the default; during the handshake the name the
  * client asks for (SNI) picks the certificate whose names match it. A
  * reload loads a new context, so renewed files are read again; a
@@ -62,5 +62,8 @@ int tls_client_error(const struct connection *c, char *out, size_t size);
 
 /* True if c's TLS handshake has completed (false for a plain one). */
 bool tls_established(const struct connection *c);
+
+/* True if c's handshake chose ALPN h2: the client speaks HTTP/2. */
+bool tls_chose_h2(const struct connection *c);
 
 #endif

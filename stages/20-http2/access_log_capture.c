@@ -57,11 +57,18 @@ void access_log_capture(struct relay *relay)
         agent = request_header(relay, "user-agent", &agent_length);
         host = request_header(relay, "host", &host_length);
     }
-    if (keep_field(x, 0, buf, line) == -1 || keep_field(x, 1, referer, referer_length) == -1 ||
+    /* A stream's head stands for it in HTTP/1.1 (h2_relay.c): the line
+     * names the protocol the client spoke. */
+    bool http2 = relay->client_ops->is_stream && line > 9 && memcmp(buf + line - 9, " HTTP/1.1", 9) == 0;
+    if (keep_field(x, 0, buf, http2 ? line - 3 : line) == -1 ||
+        (http2 && buffer_append(&x->log_fields, "2.0", 3) == -1) ||
+        keep_field(x, 1, referer, referer_length) == -1 ||
         keep_field(x, 2, agent, agent_length) == -1 || keep_field(x, 3, host, host_length) == -1) {
         buffer_free(&x->log_fields);
         return; /* out of memory: this request goes unlogged */
     }
+    if (http2)
+        x->log_lengths[0] += 3;
     x->log_captured = true;
 }
 

@@ -101,12 +101,13 @@ bool exchange_is_head_request(const struct relay *relay)
 
 /* True if the client connection may carry another request after this
  * one: the client wants it, the config allows it, this is not the last
- * request keepalive_requests allows, and rsp is not stopping. */
+ * request keepalive_requests allows, and rsp is not stopping. An HTTP/2
+ * stream carries one request. */
 bool exchange_client_may_stay(const struct relay *relay)
 {
     const struct keepalive *k = &relay->config->keepalive;
 
-    return relay->x->client_keep_alive && k->timeout > 0 && relay->served + 1 < k->requests &&
+    return !relay->client_ops->is_stream && relay->x->client_keep_alive && k->timeout > 0 && relay->served + 1 < k->requests &&
            !relay->client.read_done && !relay->set->draining;
 }
 

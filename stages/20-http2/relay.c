@@ -61,7 +61,14 @@ static void client_readable(struct relay *relay)
             relay->x->phase == PHASE_SENT)
             return;
         n = connection_read(&relay->client, buffer, sizeof buffer);
-        if (n > 0) {
+        if (n > 0 && relay->x == &exchange_idle && relay->served == 0 && tls_chose_h2(&relay->client)) {
+            /* The handshake chose HTTP/2: these are its first bytes. */
+            if (h2_relay_begin(relay, buffer, (size_t)n) == -1) {
+                log_msg("out of memory starting HTTP/2 for %s", relay->client_address);
+                connection_fail(&relay->client);
+            }
+            return;
+        } else if (n > 0) {
             exchange_client_data(relay, buffer, (size_t)n);
         } else if (n == 0) {
             exchange_client_finished(relay);
@@ -101,7 +108,7 @@ static void relay_release(struct reactor_deferred *deferred)
 
 /* Closes both sockets and hands the relay's memory to the reactor, which
  * frees it once no event of this batch can point at it any more. */
-static void relay_close(struct relay *relay)
+void relay_close(struct relay *relay)
 {
     if (relay->prev != NULL)
         relay->prev->next = relay->next;
@@ -112,6 +119,8 @@ static void relay_close(struct relay *relay)
     relay->set->count--;
     stats_gauge_own(&stats_row()->connections, -1);
     timer_disarm(&relay->timer);
+    if (relay->h2 != NULL)
+        h2_relay_end(relay);
     connection_close(&relay->client);
     exchange_free(relay);
     buffer_free(&relay->head);
@@ -132,7 +141,8 @@ static bool relay_waiting(const struct relay *relay)
 /* While rsp drains: a relay waiting for a request is done. */
 static bool relay_drained(struct relay *relay)
 {
-    if (!relay->set->draining || !relay_waiting(relay))
+    /* HTTP/2: a GOAWAY, and the end once the streams in flight end. */
+    if (!relay->set->draining || relay->h2 != NULL || !relay_waiting(relay))
         return false;
     if (connection_queued(&relay->client) == 0)
         return true;
@@ -171,6 +181,10 @@ void relay_settle_or_close(struct relay *relay)
     enum phase phase;
     bool waiting;
 
+    if (relay->h2 != NULL || relay->parent != NULL) {
+        h2_relay_settle_or_close(relay);
+        return;
+    }
     buffering_settle(relay); /* what waits in rsp moves on as each side drains */
     /* An exchange is over and the connection stays: on to the next one,
      * and to the one after if the client sent it already (pipelining) and
@@ -264,6 +278,10 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct relay *relay = self->closure;
 
+    if (relay->h2 != NULL) {
+        h2_relay_handle(relay, events);
+        return;
+    }
     events = connection_events(&relay->client, events);
     relay->last_activity = reactor_now();
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
@@ -386,6 +404,17 @@ void relay_close_all(struct relay_set *set)
 {
     while (set->first != NULL)
         relay_close(set->first);
+}
+
+void relay_reloaded(struct relay_set *set)
+{
+    struct relay *relay = set->first, *next;
+
+    for (; relay != NULL; relay = next) {
+        next = relay->next;
+        if (relay->h2 != NULL)
+            h2_relay_goaway(relay);
+    }
 }
 
 void relay_drain_all(struct relay_set *set)

@@ -32,6 +32,11 @@ struct relay_set {
 int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
                 const char *server_port, struct config *config, struct relay_set *set, bool tls);
 
+/* The config was reloaded: HTTP/2 connections send GOAWAY and end once
+ * their streams in flight have (HTTP/1 ones take the new config at their
+ * next request). */
+void relay_reloaded(struct relay_set *set);
+
 /* Closes every relay of set at once, whatever it was doing. */
 void relay_close_all(struct relay_set *set);
 

@@ -69,7 +69,12 @@ struct client_ops {
      * without copying them (connection_splice_from); NULL when the client
      * side cannot splice. */
     ssize_t (*splice_from)(struct relay *relay, struct connection *from, size_t len);
+    /* An HTTP/2 stream: it carries one exchange (never kept for another),
+     * and a body goes as its bytes alone (never chunked). */
+    bool is_stream;
 };
+
+struct h2_client;
 
 /* Where the request of an exchange is (the response has its own state). */
 enum phase {
@@ -120,7 +125,7 @@ struct exchange {
     struct buffer response_head;     /* the head as it arrives */
     enum response_framing framing;
     struct body_framer response_body;
-    bool dechunk;                    /* chunked, to an HTTP/1.0 client: send the data alone */
+    bool dechunk;                    /* chunked, to an HTTP/1.0 client or a stream: the data alone */
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     bool response_buffered;          /* it may wait in rsp for a slow client (buffering.c) */
     struct response_spool *response_spool; /* what waits beyond the client's queue, or NULL */
@@ -158,6 +163,16 @@ struct relay {
     struct exchange *x;              /* the request being served; between requests the
                                         shared exchange_idle, so that an idle connection
                                         holds no exchange (exchange_begin) */
+
+    /* HTTP/2 (h2_relay.c). */
+    struct h2_client *h2;            /* the client chose h2: the session and its streams;
+                                        NULL for HTTP/1 */
+    struct relay *parent;            /* a stream's relay (it has no socket): its
+                                        connection's; NULL for a connection */
+    int32_t stream_id;               /* the stream's id */
+    size_t unconsumed;               /* request body bytes of it not yet given back to
+                                        the client's window (h2_consume) */
+    bool chunked_body;               /* its body, of unknown length, goes chunked */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     struct timer timer;
@@ -215,10 +230,14 @@ static inline const char *relay_bytes(const struct relay *relay)
 
 /* The exchange's request as the checks and route() see it (request.h),
  * while x->request holds its parsed head: its spans point into the
- * relay's buffer, so it is made anew each time (the buffer may move). */
+ * relay's buffer, so it is made anew each time (the buffer may move). A
+ * stream's is the HTTP/1.1 head it stands for (h2_relay.c). */
 static inline struct request_view relay_request_view(const struct relay *relay)
 {
-    return request_view_of(relay->x->request, relay_bytes(relay));
+    struct request_view view = request_view_of(relay->x->request, relay_bytes(relay));
+
+    view.http2 = relay->client_ops->is_stream;
+    return view;
 }
 
 /* A connect to the current backend failed with `error`: returns false if
@@ -249,6 +268,38 @@ void relay_settle_or_close(struct relay *relay);
  * holds the current one. Only between requests: an exchange in progress
  * points into its generation's pools. */
 void relay_use_current_config(struct relay *relay);
+
+/* Closes the client connection (and its backend, and for HTTP/2 its
+ * streams) and frees the relay at the end of the reactor's batch. */
+void relay_close(struct relay *relay);
+
+/* h2_relay.c */
+
+/* The TLS handshake chose h2: the relay becomes an HTTP/2 connection and
+ * data, its first bytes, goes to its new session. Returns 0, or -1 if out
+ * of memory (the relay stays HTTP/1, to be closed). */
+int h2_relay_begin(struct relay *relay, const char *data, size_t len);
+
+/* An event on an HTTP/2 connection's socket. */
+void h2_relay_handle(struct relay *relay, uint32_t events);
+
+/* relay_settle_or_close for an HTTP/2 connection or one of its streams:
+ * settles every stream of the connection, then the connection, which may
+ * close. */
+void h2_relay_settle_or_close(struct relay *relay);
+
+/* Tells an HTTP/2 connection's client to go (GOAWAY): streams in flight
+ * finish, then it closes. */
+void h2_relay_goaway(struct relay *relay);
+
+/* An HTTP/2 connection closes: ends its streams' exchanges, frees its
+ * session. */
+void h2_relay_end(struct relay *relay);
+
+/* The deadline of an HTTP/2 connection itself (its streams have their
+ * own): keepalive_timeout after its last stream ended (*idle false), or
+ * idle_timeout of silence while it has streams (*idle true). */
+double h2_relay_deadline(const struct relay *relay, bool *idle);
 
 /* relay_time.c */
 

@@ -38,6 +38,7 @@ struct request_view {
     const struct http_header *headers; /* name/value spans, in the order they came */
     size_t header_count;
     int minor_version;                 /* whose HTTP/1.x rules apply: 1.1 or 1.0 */
+    bool http2;                        /* it came on an HTTP/2 stream (1.1's rules apply) */
 };
 
 /* The view of the HTTP/1.x request head parsed into req, in buf. */

@@ -68,14 +68,14 @@ static const char *openssl_reason(void)
     return reason != NULL ? reason : "unknown error";
 }
 
-/* ALPN: HTTP/1.1 is all rsp speaks. A client that offers only h2 (or
- * only something else) gets no protocol chosen, and speaks HTTP/1.1 or
- * goes away; the handshake is not failed for it (nginx fails it, with
- * a no_application_protocol alert). */
+/* ALPN: h2, then http/1.1, in our order of preference whatever the
+ * client's. A client that offers neither (only something else) gets no
+ * protocol chosen, and speaks HTTP/1.1 or goes away; the handshake is not
+ * failed for it (nginx fails it, with a no_application_protocol alert). */
 static int choose_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_length,
                            const unsigned char *in, unsigned int in_length, void *arg)
 {
-    static const unsigned char ours[] = "\x08http/1.1";
+    static const unsigned char ours[] = "\x02h2\x08http/1.1";
     unsigned char *chosen;
 
     (void)ssl;

@@ -16,7 +16,7 @@ SSL_CTX *tls_default_ctx(struct tls_context *t);
 int tls_transport_set(struct connection *c, SSL *ssl);
 
 /* A new server context with everything but the certificate: versions,
- * ciphers, ALPN http/1.1, session tickets. NULL if OpenSSL fails. */
+ * ciphers, ALPN h2 then http/1.1, session tickets. NULL if OpenSSL fails. */
 SSL_CTX *tls_new_server_ctx(void);
 
 #endif

@@ -261,4 +261,15 @@ bool tls_established(const struct connection *c)
     return c->transport == &transport_tls && SSL_is_init_finished(c->transport_state);
 }
 
+bool tls_chose_h2(const struct connection *c)
+{
+    const unsigned char *protocol;
+    unsigned int length;
+
+    if (c->transport != &transport_tls)
+        return false;
+    SSL_get0_alpn_selected(c->transport_state, &protocol, &length);
+    return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
+}
+
 _Static_assert(TLS_RECORD_PLAINTEXT == SSL3_RT_MAX_PLAIN_LENGTH, "one record's plaintext");

@@ -212,6 +212,18 @@ static void worker_stop(int signo)
     stop(strsignal(signo));
 }
 
+/* SIGHUP: reloads the config; HTTP/2 connections are then told to go
+ * (GOAWAY, streams in flight finish), so that their clients' next
+ * requests, on new connections, meet the new config. */
+static void reload(void)
+{
+    unsigned before = generation_current()->generation;
+
+    process_reload(proxy.p, proxy.worker != 0 ? &worker_reload : &alone_reload);
+    if (generation_current()->generation != before)
+        relay_reloaded(&proxy.relays);
+}
+
 void worker_signal(int signo)
 {
     /* A reload is the master's: it reads the config for every worker. A
@@ -230,7 +242,7 @@ void worker_signal(int signo)
         if (proxy.stopping)
             log_msg("SIGHUP ignored: rsp is stopping");
         else
-            process_reload(proxy.p, proxy.worker != 0 ? &worker_reload : &alone_reload);
+            reload();
         break;
     case SIGUSR1:
         access_log_reopen();
