@@ -290,6 +290,7 @@ LATER_OPTIONS = {
     17: ("request_buffering", "request_buffer_size", "max_body_size", "body_min_rate", "temp_dir",
          "response_buffering", "response_buffer_size", "max_temp_file_size"),
     19: ("pid_file", "ticket_key_lifetime"),
+    20: ("http2_max_streams",),
 }
 
 

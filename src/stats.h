@@ -63,6 +63,10 @@ struct stats_row {
     _Atomic uint64_t spooled_in;    /* request body bytes written to temporary files */
     _Atomic uint64_t spooled_out;   /* response bytes written to temporary files */
     _Atomic int64_t temp_files;     /* temporary files open */
+    _Atomic uint64_t requests_http1; /* requests answered over HTTP/1.x (chapter 20) */
+    _Atomic uint64_t requests_http2; /* and over HTTP/2, one per stream */
+    _Atomic int64_t h2_connections; /* client connections speaking HTTP/2 */
+    _Atomic int64_t h2_streams;     /* HTTP/2 streams open */
 };
 
 /* Durations counted by bucket: buckets[i] counts those in
@@ -145,6 +149,10 @@ static inline void stats_add(_Atomic uint64_t *counter, uint64_t n)
 
 /* Counts a finished request of `site` answered with `status`. */
 void stats_count_request(struct stats_site *site, int status);
+
+/* Counts a request answered (as stats_count_request does, once per
+ * request) by the protocol it came in: HTTP/2 or HTTP/1.x. */
+void stats_count_protocol(bool http2);
 
 /* Counts a duration of `seconds` (>= 0) in h. */
 void stats_observe(struct stats_histogram *h, double seconds);
