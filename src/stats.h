@@ -6,9 +6,10 @@
  * the first fork, so every process sees the same pages.
  *
  * Three kinds of figures, three ways of writing them:
- * - per process (a row): bytes, connections and requests in flight. They
- *   change on every read and write, so each process writes only its own
- *   row, with plain loads and stores (no locked instruction, no cache line
+ * - per process (a row): bytes, connections and requests in flight,
+ *   requests by protocol, HTTP/2 connections and streams. They change on
+ *   every read and write, so each process writes only its own row, with
+ *   plain loads and stores (no locked instruction, no cache line
  *   bouncing between cores); readers add the rows up. When a worker dies
  *   its gauges are zeroed (what it held is gone) and its counters stay.
  * - per site and status code, per backend, per timeout kind: counters
