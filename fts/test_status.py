@@ -92,10 +92,19 @@ FAMILIES = {
 # The families and the status.json field that stage 13's workers add.
 WORKER_FAMILIES = ("rsp_workers", "rsp_worker_restarts_total")
 WORKERS_STAGE = 13
+# What stage 20 (HTTP/2) adds: requests by protocol, open HTTP/2 connections
+# and streams (status.json's "requests_by_protocol" and "http2").
+PROTOCOL_FAMILIES = {
+    "rsp_requests_by_protocol_total": ("counter", {"protocol"}),
+    "rsp_http2_connections": ("gauge", set()),
+    "rsp_http2_streams": ("gauge", set()),
+}
+PROTOCOL_STAGE = 20
 # Families whose samples are there from the start, whatever the traffic.
 ALWAYS = ("rsp_backend_up", "rsp_backend_requests_total", "rsp_backend_in_flight", "rsp_connections",
           "rsp_requests_in_flight", "rsp_bytes_total", "rsp_timeouts_total", "rsp_config_reloads_total",
-          "rsp_config_generation", "rsp_workers", "rsp_worker_restarts_total", "rsp_start_time_seconds")
+          "rsp_config_generation", "rsp_workers", "rsp_worker_restarts_total", "rsp_start_time_seconds",
+          *PROTOCOL_FAMILIES)
 
 _stage_under_test = None
 
@@ -113,9 +122,19 @@ def has_workers():
     return _stage_under_test >= WORKERS_STAGE
 
 
+def has_protocols():
+    """True if the stage under test counts requests by protocol (and so
+    reports PROTOCOL_FAMILIES and their status.json fields)."""
+    return _stage_under_test >= PROTOCOL_STAGE
+
+
 def families_expected():
-    """FAMILIES, less WORKER_FAMILIES before the workers' stage."""
-    return {n: f for n, f in FAMILIES.items() if has_workers() or n not in WORKER_FAMILIES}
+    """FAMILIES, less WORKER_FAMILIES before the workers' stage, plus
+    PROTOCOL_FAMILIES from theirs."""
+    expected = {n: f for n, f in FAMILIES.items() if has_workers() or n not in WORKER_FAMILIES}
+    if has_protocols():
+        expected.update(PROTOCOL_FAMILIES)
+    return expected
 
 
 def version_of(proxy):
@@ -379,7 +398,24 @@ def check_shape(doc, proxy):
     assert history.get("interval_seconds") == 1, history
     rps = history.get("requests_per_second")
     assert isinstance(rps, list) and len(rps) <= 300 and all(is_number(v) and v >= 0 for v in rps), history
+    if has_protocols():
+        check_protocols(doc)
     return doc
+
+
+def check_protocols(doc):
+    """Stage 20's fields: requests_by_protocol ({"http1": N, "http2": N})
+    adds up to requests_total; "http2" has the open connections and
+    streams, never below 0."""
+    by_protocol, http2 = doc.get("requests_by_protocol"), doc.get("http2")
+    assert isinstance(by_protocol, dict) and set(by_protocol) == {"http1", "http2"}, \
+        f"requests_by_protocol must be {{http1, http2}}: {by_protocol!r}"
+    assert all(is_int(v) and v >= 0 for v in by_protocol.values()), by_protocol
+    assert sum(by_protocol.values()) == doc["requests_total"], \
+        f"requests_by_protocol {by_protocol} does not add up to requests_total {doc['requests_total']}"
+    assert isinstance(http2, dict) and set(http2) == {"connections", "streams"}, \
+        f"http2 must be {{connections, streams}}: {http2!r}"
+    assert all(is_int(v) and v >= 0 for v in http2.values()), http2
 
 
 def sites_by_name(doc):
@@ -460,6 +496,14 @@ def assert_metrics_match(families, doc):
         assert value(families, "rsp_worker_restarts_total") == workers["restarts"]
     assert abs(value(families, "rsp_start_time_seconds") - doc["started_at"]) < 0.01, \
         (value(families, "rsp_start_time_seconds"), doc["started_at"])
+    if has_protocols():
+        assert {l["protocol"]: v for l, v in samples(families, "rsp_requests_by_protocol_total")} == \
+            doc["requests_by_protocol"]
+        assert value(families, "rsp_http2_connections") == doc["http2"]["connections"]
+        assert value(families, "rsp_http2_streams") == doc["http2"]["streams"]
+    else:
+        extra = [name for name in PROTOCOL_FAMILIES if name in families]
+        assert not extra, f"stage {_stage_under_test} counts no protocols, yet /metrics has {extra}"
 
 
 def settled_status(proxy, total):

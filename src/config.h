@@ -63,6 +63,12 @@ struct buffering {
     uint64_t max_temp_file;     /* of a response, bytes waiting on disk at most; 0: none */
 };
 
+/* HTTP/2 to clients (chapter 20). */
+struct http2_settings {
+    unsigned max_streams;       /* streams open at once per connection, advertised in
+                                   SETTINGS_MAX_CONCURRENT_STREAMS */
+};
+
 struct tls_context;
 
 /* One certificate the ACME client keeps (chapter 19): the names it is for,
@@ -89,6 +95,7 @@ struct tls_settings {
     char *listen_host;          /* tls.listen's address; NULL: every address */
     char listen_port[6];
     bool redirect_http;         /* plain HTTP gets a 301 (308) to https:// */
+    bool http2;                 /* ALPN offers h2, then http/1.1 (chapter 20); false: http/1.1 only */
     char hsts_line[64];         /* "Strict-Transport-Security: max-age=N\r\n", or "" */
     char *acme_webroot;         /* NULL: ACME challenges are not served by rsp;
                                    with acme, its storage's "challenges" */
@@ -122,6 +129,7 @@ struct config {
     struct scaling scaling;
     struct tls_settings tls;
     struct buffering buffering;
+    struct http2_settings http2;
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -162,8 +170,10 @@ struct config {
  *               pipe, never through rsp's memory (false: copied)
  *   tls = { listen = 443 | "ADDRESS:443",
  *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
- *           redirect_http = false, hsts = 0 }   HTTPS (off without it); SNI picks
- *               the certificate by name, the first is the default
+ *           redirect_http = false, hsts = 0, http2 = true }   HTTPS (off
+ *               without it); SNI picks the certificate by name, the first
+ *               is the default; http2: ALPN offers h2, then http/1.1
+ *               (false: http/1.1 only)
  *           tls.acme = { agree_to_terms = true, email, directory, ca_root,
  *               storage = "/var/lib/rsp/acme", domains = { ... },
  *               challenges = { "http-01", "tls-alpn-01" } }   certificates
@@ -179,6 +189,8 @@ struct config {
  *               response_buffer_size = 262144 bytes in memory, then up to
  *               max_temp_file_size = 1073741824 on disk (0: none)
  *   temp_dir = "/var/lib/rsp/tmp" (if it exists, else "/tmp")
+ *   http2_max_streams = 128   HTTP/2 streams open at once on one client
+ *               connection (1 to 1024)
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false

@@ -144,6 +144,13 @@ void stats_count_request(struct stats_site *site, int status)
     stats_add(&site->codes[status - STATS_FIRST_CODE], 1);
 }
 
+void stats_count_protocol(bool http2)
+{
+    struct stats_row *r = stats_row();
+
+    stats_add_own(http2 ? &r->requests_http2 : &r->requests_http1, 1);
+}
+
 void stats_observe(struct stats_histogram *h, double seconds)
 {
     size_t i = 0;
@@ -187,6 +194,8 @@ void stats_clear_row(int index)
     atomic_store(&r->in_flight, 0);
     atomic_store(&r->pipes, 0); /* a dead worker's pipes died with it */
     atomic_store(&r->temp_files, 0); /* and its temporary files */
+    atomic_store(&r->h2_connections, 0); /* and its clients' connections, streams and all */
+    atomic_store(&r->h2_streams, 0);
     for (size_t i = 0; i < STATS_BACKENDS; i++)
         if (in_use(&shared->backends[i].state))
         {

@@ -6,9 +6,10 @@
  * the first fork, so every process sees the same pages.
  *
  * Three kinds of figures, three ways of writing them:
- * - per process (a row): bytes, connections and requests in flight. They
- *   change on every read and write, so each process writes only its own
- *   row, with plain loads and stores (no locked instruction, no cache line
+ * - per process (a row): bytes, connections and requests in flight,
+ *   requests by protocol, HTTP/2 connections and streams. They change on
+ *   every read and write, so each process writes only its own row, with
+ *   plain loads and stores (no locked instruction, no cache line
  *   bouncing between cores); readers add the rows up. When a worker dies
  *   its gauges are zeroed (what it held is gone) and its counters stay.
  * - per site and status code, per backend, per timeout kind: counters
@@ -63,6 +64,10 @@ struct stats_row {
     _Atomic uint64_t spooled_in;    /* request body bytes written to temporary files */
     _Atomic uint64_t spooled_out;   /* response bytes written to temporary files */
     _Atomic int64_t temp_files;     /* temporary files open */
+    _Atomic uint64_t requests_http1; /* requests answered over HTTP/1.x (chapter 20) */
+    _Atomic uint64_t requests_http2; /* and over HTTP/2, one per stream */
+    _Atomic int64_t h2_connections; /* client connections speaking HTTP/2 */
+    _Atomic int64_t h2_streams;     /* HTTP/2 streams open */
 };
 
 /* Durations counted by bucket: buckets[i] counts those in
@@ -145,6 +150,10 @@ static inline void stats_add(_Atomic uint64_t *counter, uint64_t n)
 
 /* Counts a finished request of `site` answered with `status`. */
 void stats_count_request(struct stats_site *site, int status);
+
+/* Counts a request answered (as stats_count_request does, once per
+ * request) by the protocol it came in: HTTP/2 or HTTP/1.x. */
+void stats_count_protocol(bool http2);
 
 /* Counts a duration of `seconds` (>= 0) in h. */
 void stats_observe(struct stats_histogram *h, double seconds);

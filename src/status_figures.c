@@ -92,6 +92,10 @@ void status_totals(const struct status_view *v, struct totals *t)
         t->spooled_in += counter_value(&r->spooled_in);
         t->spooled_out += counter_value(&r->spooled_out);
         t->temp_files += atomic_load_explicit(&r->temp_files, memory_order_relaxed);
+        t->requests_http1 += counter_value(&r->requests_http1);
+        t->requests_http2 += counter_value(&r->requests_http2);
+        t->h2_connections += atomic_load_explicit(&r->h2_connections, memory_order_relaxed);
+        t->h2_streams += atomic_load_explicit(&r->h2_streams, memory_order_relaxed);
     }
     FOR_EACH_SITE(v, site) {
         for (size_t c = 0; c < STATS_CODES; c++) {

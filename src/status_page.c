@@ -166,6 +166,10 @@ int status_render_html(struct buffer *out, const struct status_view *v)
     tile(&o, "last second", "%llu/s", last);
     tile(&o, "connections", "%llu", (unsigned long long)(t.connections > 0 ? t.connections : 0));
     tile(&o, "in flight", "%llu", (unsigned long long)(t.in_flight > 0 ? t.in_flight : 0));
+    tile(&o, "over HTTP/1.x", "%llu", (unsigned long long)t.requests_http1);
+    tile(&o, "over HTTP/2", "%llu", (unsigned long long)t.requests_http2);
+    tile(&o, "HTTP/2 connections", "%llu", (unsigned long long)(t.h2_connections > 0 ? t.h2_connections : 0));
+    tile(&o, "HTTP/2 streams", "%llu", (unsigned long long)(t.h2_streams > 0 ? t.h2_streams : 0));
     for (int i = 0; i < 5; i++) {
         char label[16];
 

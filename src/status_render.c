@@ -120,6 +120,8 @@ int status_render_json(struct buffer *out, const struct status_view *v)
     out_printf(&o, "], \"restarts\": %llu},\n", (unsigned long long)f->restarts);
     out_printf(&o, "  \"connections\": %lld,\n  \"requests_in_flight\": %lld,\n  \"requests_total\": %llu,\n",
         (long long)t.connections, (long long)t.in_flight, (unsigned long long)t.requests);
+    out_printf(&o, "  \"requests_by_protocol\": {\"http1\": %llu, \"http2\": %llu},\n",
+        (unsigned long long)t.requests_http1, (unsigned long long)t.requests_http2);
     out_printf(&o, "  \"requests_by_class\": {");
     for (int i = 0; i < 5; i++)
         out_printf(&o, "%s\"%dxx\": %llu", i == 0 ? "" : ", ", i + 1, (unsigned long long)t.classes[i]);
@@ -137,6 +139,8 @@ int status_render_json(struct buffer *out, const struct status_view *v)
                    "\"out\": %llu}, \"temp_files\": %lld},\n",
         (unsigned long long)t.bodies_buffered, (unsigned long long)t.spooled_in,
         (unsigned long long)t.spooled_out, (long long)t.temp_files);
+    out_printf(&o, "  \"http2\": {\"connections\": %lld, \"streams\": %lld},\n",
+        (long long)t.h2_connections, (long long)t.h2_streams);
     json_certificates(&o);
     out_printf(&o, "  \"sites\": [");
     FOR_EACH_SITE(v, site) {
@@ -303,6 +307,15 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     out_printf(&o, "rsp_connections %lld\n", (long long)t.connections);
     family(&o, "rsp_requests_in_flight", "gauge", "Requests begun and not yet answered.");
     out_printf(&o, "rsp_requests_in_flight %lld\n", (long long)t.in_flight);
+    family(&o, "rsp_requests_by_protocol_total", "counter",
+           "Requests answered, by the protocol they came in (each HTTP/2 stream is one).");
+    out_printf(&o, "rsp_requests_by_protocol_total{protocol=\"http1\"} %llu\n"
+                   "rsp_requests_by_protocol_total{protocol=\"http2\"} %llu\n",
+        (unsigned long long)t.requests_http1, (unsigned long long)t.requests_http2);
+    family(&o, "rsp_http2_connections", "gauge", "Client connections speaking HTTP/2.");
+    out_printf(&o, "rsp_http2_connections %lld\n", (long long)t.h2_connections);
+    family(&o, "rsp_http2_streams", "gauge", "HTTP/2 streams open, on all connections.");
+    out_printf(&o, "rsp_http2_streams %lld\n", (long long)t.h2_streams);
     family(&o, "rsp_bytes_total", "counter", "Bytes read from clients (in) and written to them (out).");
     out_printf(&o, "rsp_bytes_total{direction=\"in\"} %llu\nrsp_bytes_total{direction=\"out\"} %llu\n",
         (unsigned long long)t.bytes_in, (unsigned long long)t.bytes_out);

@@ -35,6 +35,8 @@
 #define DEFAULT_KEEPALIVE_REQUESTS 1000
 #define DEFAULT_BACKEND_KEEPALIVE 32
 #define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
+#define DEFAULT_HTTP2_MAX_STREAMS 128 /* as nginx's http2_max_concurrent_streams */
+#define HTTP2_MAX_STREAMS_LIMIT 1024  /* each open stream is an exchange with its buffers */
 
 /* Lua's own messages usually begin with "PATH:LINE:" already; then we print
  * them as they are. */
@@ -393,7 +395,7 @@ static const char *const settings[] = {
     "access_log_format", "user", "pid_file", "ticket_key_lifetime", "status_listen", "status_public", "workers", "reuseport", "tls",
     "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
     "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
-    "max_temp_file_size", NULL,
+    "max_temp_file_size", "http2_max_streams", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -515,6 +517,8 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         read_timeouts(L, path, &config->timeouts) == 0 &&
         read_keepalive(L, path, &config->keepalive) == 0 &&
         read_operations(L, path, &config->operations) == 0 &&
+        read_count(L, path, "http2_max_streams", DEFAULT_HTTP2_MAX_STREAMS, 1,
+                   HTTP2_MAX_STREAMS_LIMIT, &config->http2.max_streams) == 0 &&
         config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
         config_read_buffering(L, path, &config->buffering) == 0 &&
         read_route(L, path, config, &has_route) == 0) {

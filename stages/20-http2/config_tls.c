@@ -1,6 +1,6 @@
 /* config_tls.c -- the settings of chapters 14 and 15: tls (listen,
- * certificates; redirect_http, hsts) and acme_webroot; tls.acme, chapter
- * 19's, is read by config_acme.c. */
+ * certificates; redirect_http, hsts) and acme_webroot; tls.http2, chapter
+ * 20's; tls.acme, chapter 19's, is read by config_acme.c. */
 #include "config_read.h"
 
 #include "tls.h"
@@ -15,7 +15,8 @@
 #define TLS_MAX_CERTIFICATES 64
 #define HSTS_MAX 315360000 /* ten years, in seconds */
 
-static const char *const tls_fields[] = { "listen", "certificates", "redirect_http", "hsts", "acme", NULL };
+static const char *const tls_fields[] = { "listen", "certificates", "redirect_http", "hsts", "acme", "http2",
+                                          NULL };
 static const char *const certificate_fields[] = { "cert", "key", NULL };
 
 /* A string field of the table at t, the path of a file. */
@@ -135,17 +136,19 @@ static int read_hsts(lua_State *L, const char *path, int tls, struct tls_setting
     return rc;
 }
 
-static int read_redirect(lua_State *L, const char *path, int tls, struct tls_settings *s)
+/* A boolean field `name` of the tls table (absent: fallback): redirect_http
+ * (plain HTTP gets a redirect to https://) and http2 (ALPN offers h2, then
+ * http/1.1; false: http/1.1 only). */
+static int read_flag(lua_State *L, const char *path, int tls, const char *name, bool fallback, bool *out)
 {
     int rc = 0;
 
-    config_field(L, tls, "redirect_http");
-    s->redirect_http = false;
+    config_field(L, tls, name);
+    *out = fallback;
     if (lua_type(L, -1) == LUA_TBOOLEAN) {
-        s->redirect_http = lua_toboolean(L, -1);
+        *out = lua_toboolean(L, -1);
     } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting 'tls.redirect_http' must be true or false, not a %s",
-                     luaL_typename(L, -1));
+        config_error(path, "setting 'tls.%s' must be true or false, not a %s", name, luaL_typename(L, -1));
         rc = -1;
     }
     lua_pop(L, 1);
@@ -229,8 +232,9 @@ int config_read_tls(lua_State *L, const char *path, struct config *config)
     } else if (!lua_istable(L, tls)) {
         config_error(path, "setting 'tls' must be a table: { listen = 443, certificates = { ... } }");
     } else if (config_check_fields(L, path, "tls", tls_fields) == 0 &&
-               read_tls_listen(L, path, tls, config) == 0 && read_redirect(L, path, tls, s) == 0 &&
-               read_hsts(L, path, tls, s) == 0) {
+               read_tls_listen(L, path, tls, config) == 0 &&
+               read_flag(L, path, tls, "redirect_http", false, &s->redirect_http) == 0 &&
+               read_hsts(L, path, tls, s) == 0 && read_flag(L, path, tls, "http2", true, &s->http2) == 0) {
         /* The certificates last: they are the slow part. acme after
          * them: a name they cover is not ordered. */
         config_field(L, tls, "acme");

@@ -22,6 +22,8 @@ struct totals {
     uint64_t bytes_in, bytes_out, requests, classes[5];
     uint64_t tls_handshakes, tls_failures, bytes_spliced;
     uint64_t bodies_buffered, spooled_in, spooled_out;
+    uint64_t requests_http1, requests_http2; /* by protocol (chapter 20) */
+    int64_t h2_connections, h2_streams;
 };
 
 /* A histogram as read once: counts cumulative, as Prometheus has them
