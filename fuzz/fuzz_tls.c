@@ -315,7 +315,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s",
           strerror(errno));
     connection_init(&c, sv[0], false, never_called, NULL);
-    CHECK(tls_attach(&c, context) == 0, "tls_attach failed");
+    CHECK(tls_attach(&c, context, true) == 0, "tls_attach failed");
     CHECK(!tls_established(&c), "established before a byte");
     if (answer_first)
         answer(&c, sv[1], shutdown_only);

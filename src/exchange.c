@@ -279,7 +279,7 @@ void exchange_free(struct relay *relay)
         struct stats_site *site = x->site != NULL ? x->site : relay->config->router.unknown_stats;
 
         stats_count_request(site, x->status != 0 ? x->status : 499);
-        stats_count_protocol(false);
+        stats_count_protocol(relay->client_ops->is_stream);
         stats_observe(&site->duration, exchange_seconds(x));
     }
     buffer_free(&x->log_fields);

@@ -100,6 +100,7 @@ static void stream_end(struct relay *stream)
     if (stream->next != NULL)
         stream->next->prev = stream->prev;
     conn->h2->stream_count--;
+    stats_gauge_own(&stats_row()->h2_streams, -1);
     if (conn->h2->stream_count == 0)
         conn->idle_since = reactor_now();
     timer_disarm(&stream->timer);
@@ -168,6 +169,7 @@ static struct relay *stream_new(struct relay *conn, int32_t id)
         stream->next->prev = stream;
     conn->h2->streams = stream;
     conn->h2->stream_count++;
+    stats_gauge_own(&stats_row()->h2_streams, 1);
     return stream;
 }
 
@@ -383,9 +385,8 @@ static void stream_settle(struct relay *stream)
     }
 }
 
-/* Reads what the client sent into the session, while it wants it. Returns
- * false when the connection is over. */
-static bool client_readable(struct relay *conn)
+/* Reads what the client sent into the session, while it wants it. */
+static void client_readable(struct relay *conn)
 {
     char buffer[RELAY_READ_SIZE];
 
@@ -393,7 +394,7 @@ static bool client_readable(struct relay *conn)
         ssize_t n;
 
         if (conn->client.read_done || conn->h2->over || !h2_session_want_read(conn->h2->session))
-            return true;
+            return;
         n = connection_read(&conn->client, buffer, sizeof buffer);
         if (n > 0) {
             if (h2_session_receive(conn->h2->session, buffer, (size_t)n) == -1)
@@ -401,12 +402,11 @@ static bool client_readable(struct relay *conn)
         } else if (n == 0) {
             conn->client.read_done = true; /* the client left: its streams end */
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            return true;
+            return;
         } else {
             connection_fail(&conn->client);
         }
     }
-    return true;
 }
 
 void h2_relay_settle_or_close(struct relay *relay)
@@ -471,6 +471,7 @@ int h2_relay_begin(struct relay *conn, const char *data, size_t len)
     if (conn->h2 == NULL)
         return -1;
     h2_settings_default(&settings);
+    settings.max_concurrent_streams = conn->config->http2.max_streams;
     conn->h2->session = h2_session_new(&conn->client, &settings, &callbacks, conn);
     if (conn->h2->session == NULL) {
         free(conn->h2);
@@ -478,6 +479,7 @@ int h2_relay_begin(struct relay *conn, const char *data, size_t len)
         return -1;
     }
     conn->idle_since = reactor_now();
+    stats_gauge_own(&stats_row()->h2_connections, 1);
     if (h2_session_receive(conn->h2->session, data, len) == -1)
         conn->h2->over = true;
     return 0;
@@ -500,6 +502,7 @@ void h2_relay_end(struct relay *conn)
         stream_end(h->streams);
     h2_session_free(h->session);
     free(h);
+    stats_gauge_own(&stats_row()->h2_connections, -1);
     conn->h2 = NULL;
 }
 

@@ -468,7 +468,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
         /* A generation without `tls` has no HTTPS listener: a client
          * accepted by the old one just as a reload removed it goes. */
         relay->tls = true;
-        if (config->tls.context == NULL || tls_attach(&relay->client, config->tls.context) == -1) {
+        if (config->tls.context == NULL || tls_attach(&relay->client, config->tls.context, config->tls.http2) == -1) {
             if (config->tls.context != NULL)
                 log_msg("out of memory setting up TLS for %s", relay->client_address);
             relay_close(relay);

@@ -15,6 +15,9 @@ SSL_CTX *tls_default_ctx(struct tls_context *t);
  * is left as it was, and ssl the caller's). */
 int tls_transport_set(struct connection *c, SSL *ssl);
 
+/* True if ssl, a client's connection, may choose ALPN h2 (tls_attach). */
+bool tls_offers_h2(const SSL *ssl);
+
 /* A new server context with everything but the certificate: versions,
  * ciphers, ALPN h2 then http/1.1, session tickets. NULL if OpenSSL fails. */
 SSL_CTX *tls_new_server_ctx(void);

@@ -214,11 +214,24 @@ static const struct transport transport_tls = {
     .release = tls_release,
 };
 
-int tls_attach(struct connection *c, struct tls_context *t)
+/* The ex_data slot of a server SSL whose ALPN may choose h2; -1 until
+ * the first one is made. */
+static int h2_slot = -1;
+static char h2_offered; /* what the slot points to when it may */
+
+bool tls_offers_h2(const SSL *ssl)
+{
+    return h2_slot != -1 && SSL_get_ex_data(ssl, h2_slot) == &h2_offered;
+}
+
+int tls_attach(struct connection *c, struct tls_context *t, bool http2)
 {
     SSL *ssl = SSL_new(tls_default_ctx(t));
 
-    if (ssl == NULL || tls_transport_set(c, ssl) == -1) {
+    if (h2_slot == -1)
+        h2_slot = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    if (ssl == NULL || h2_slot == -1 || SSL_set_ex_data(ssl, h2_slot, http2 ? &h2_offered : NULL) != 1 ||
+        tls_transport_set(c, ssl) == -1) {
         SSL_free(ssl);
         ERR_clear_error();
         return -1;

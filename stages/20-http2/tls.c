@@ -69,18 +69,20 @@ static const char *openssl_reason(void)
 }
 
 /* ALPN: h2, then http/1.1, in our order of preference whatever the
- * client's. A client that offers neither (only something else) gets no
- * protocol chosen, and speaks HTTP/1.1 or goes away; the handshake is not
- * failed for it (nginx fails it, with a no_application_protocol alert). */
+ * client's (h2 only with tls.http2). A client that offers neither (only
+ * something else) gets no protocol chosen, and speaks HTTP/1.1 or goes
+ * away; the handshake is not failed for it (nginx fails it, with a
+ * no_application_protocol alert). */
 static int choose_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_length,
                            const unsigned char *in, unsigned int in_length, void *arg)
 {
-    static const unsigned char ours[] = "\x02h2\x08http/1.1";
+    static const unsigned char both[] = "\x02h2\x08http/1.1";
+    const unsigned char *ours = tls_offers_h2(ssl) ? both : both + 3;
+    unsigned int ours_length = tls_offers_h2(ssl) ? sizeof both - 1 : sizeof both - 4;
     unsigned char *chosen;
 
-    (void)ssl;
     (void)arg;
-    if (SSL_select_next_proto(&chosen, out_length, ours, sizeof ours - 1, in, in_length) !=
+    if (SSL_select_next_proto(&chosen, out_length, ours, ours_length, in, in_length) !=
         OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK;
     *out = chosen;

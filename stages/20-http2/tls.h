@@ -40,9 +40,10 @@ bool tls_context_covers(const struct tls_context *t, const char *name);
 void tls_context_free(struct tls_context *t);
 
 /* Puts TLS under c, a client connection just accepted: the handshake
- * happens in the first reads (and writes) through it. Returns 0, or -1 if
+ * happens in the first reads (and writes) through it; with http2 (the
+ * setting tls.http2) ALPN offers h2 before http/1.1. Returns 0, or -1 if
  * out of memory (c is left plain and should be closed). */
-int tls_attach(struct connection *c, struct tls_context *t);
+int tls_attach(struct connection *c, struct tls_context *t, bool http2);
 
 /* Puts TLS in client mode under c, a connection rsp opened itself (its
  * connect done) to `host`: a DNS name, or an IPv4 or IPv6 address
