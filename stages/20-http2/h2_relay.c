@@ -436,6 +436,11 @@ void h2_relay_settle_or_close(struct relay *relay)
     }
     if (!h->over && h2_session_flush(h->session) == -1)
         h->over = true;
+    /* A session that ended at once (a flood, a connection error) has no
+     * stream left to answer: their exchanges end now, their backends too. */
+    if (h->over || h2_session_done(h->session))
+        while (h->streams != NULL)
+            stream_end(h->streams);
     if (conn->client.broken || conn->client.read_done ||
         ((h->over || h2_session_done(h->session)) && connection_queued(&conn->client) == 0)) {
         relay_close(conn);
