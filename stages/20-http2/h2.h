@@ -20,8 +20,8 @@
  * end the connection with GOAWAY ENHANCE_YOUR_CALM; the numbers are
  * below.
  *
- * Callbacks run inside h2_session_receive and h2_session_flush. They may
- * call every function here except h2_session_free. */
+ * Callbacks run inside h2_session_receive, h2_session_flush and (on_goaway)
+ * h2_goaway. They may call every function here except h2_session_free. */
 #ifndef RSP_H2_H
 #define RSP_H2_H
 
