@@ -737,6 +737,21 @@ def test_zero_window_stall_is_ended_by_a_timeout(ka, start_proxy, cert, ctx):
     assert_others_served(proxy, ctx)
 
 
+def test_idle_connection_gets_goaway_after_keepalive_timeout(ka, start_proxy, cert, ctx):
+    """An HTTP/2 connection with no stream open for keepalive_timeout gets
+    a GOAWAY (NO_ERROR, its last stream id covering the stream it
+    carried) and is closed, as an idle HTTP/1.1 connection is closed (RFC
+    9113 section 9.1: the client knows not to use it again)."""
+    proxy = start_h2(start_proxy, ka, cert=cert, keepalive_timeout=SHORT_TIMEOUT)
+    with h2(proxy, ctx) as c:
+        st = c.get("/cl?size=10")
+        assert st.status == 200, st
+        c.wait_closed(FIRED_BY)
+        assert c.goaways and all(code == NO_ERROR for code, _, _ in c.goaways), c.describe()
+        assert c.goaways[-1][1] >= 1, f"the last GOAWAY does not cover stream 1: {c.describe()}"
+    assert_others_served(proxy, ctx)
+
+
 # -- concurrency limit ----------------------------------------------------------------------
 
 

@@ -5,7 +5,9 @@
  * arrive in; the request it is serving and that request's response are an
  * exchange (exchange.c), which has the backend connection, an upstream
  * (upstream.c). The relay ends when the client has been answered and has
- * finished, or is gone.
+ * finished, or is gone. A TLS client whose handshake chose h2 speaks
+ * HTTP/2: from its first bytes on, h2_relay.c serves it, each stream a
+ * relay of its own.
  *
  * Every wait has a bound (chapter 08). One timer per relay is armed for
  * whichever deadline comes first of those that apply in its phase: the
@@ -412,8 +414,10 @@ void relay_reloaded(struct relay_set *set)
 
     for (; relay != NULL; relay = next) {
         next = relay->next;
-        if (relay->h2 != NULL)
+        if (relay->h2 != NULL) {
             h2_relay_goaway(relay);
+            relay_settle_or_close(relay); /* relay may be closed */
+        }
     }
 }
 

@@ -1,8 +1,8 @@
-/* relay_private.h -- what relay.c, relay_time.c, buffering.c and the
- * exchange's files (exchange.c, exchange_request.c, exchange_response.c,
- * access_log_capture.c) share: the relay (one client connection) and the
- * exchange it is serving (one request and its response). Private to those
- * files. */
+/* relay_private.h -- what relay.c, relay_time.c, buffering.c, h2_relay.c
+ * and the exchange's files (exchange.c, exchange_request.c,
+ * exchange_response.c, access_log_capture.c) share: the relay (one client
+ * connection, or one HTTP/2 stream of one) and the exchange it is serving
+ * (one request and its response). Private to those files. */
 #ifndef RSP_RELAY_PRIVATE_H
 #define RSP_RELAY_PRIVATE_H
 
@@ -146,7 +146,8 @@ struct exchange {
     size_t log_lengths[4];           /* their lengths; SIZE_MAX: not there */
 };
 
-/* One client connection. */
+/* One client connection (relay.c), or one HTTP/2 stream of one (h2_relay.c:
+ * parent set, no socket of its own). */
 struct relay {
     struct reactor_deferred deferred; /* first: frees the relay at the end of the batch */
     struct relay_set *set;           /* the relays alive, a list through prev/next */
@@ -289,7 +290,7 @@ void h2_relay_handle(struct relay *relay, uint32_t events);
 void h2_relay_settle_or_close(struct relay *relay);
 
 /* Tells an HTTP/2 connection's client to go (GOAWAY): streams in flight
- * finish, then it closes. */
+ * finish, then it closes (relay_settle_or_close sees to it). */
 void h2_relay_goaway(struct relay *relay);
 
 /* An HTTP/2 connection closes: ends its streams' exchanges, frees its

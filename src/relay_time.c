@@ -16,6 +16,12 @@
  *                still send (relay.c: client_may_send)
  *   always       any byte at all, either way          last event + idle_timeout
  *
+ * An HTTP/2 stream is a relay with these deadlines of its own (its head
+ * is whole from the start). Its connection waits for a stream to begin,
+ * with none open, until the last one ended + keepalive_timeout, then
+ * sends GOAWAY and closes once it is taken (or RELAY_LINGER has passed);
+ * with streams open, for any byte until last event + idle_timeout.
+ *
  * After every event relay_settle_or_close re-arms the timer; moving a
  * deadline later costs nothing (timer.h). */
 #include "relay_private.h"
@@ -65,6 +71,13 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
 
     *which = DEADLINE_IDLE;
     if (relay->h2 != NULL) {
+        /* HTTP/2 (h2_relay.c): its streams have deadlines of their own;
+         * once told to go for its idleness, it has RELAY_LINGER to take
+         * its GOAWAY. */
+        if (relay->give_up_at > 0) {
+            *which = DEADLINE_LINGER;
+            return relay->give_up_at;
+        }
         best = h2_relay_deadline(relay, &idle);
         *which = idle ? DEADLINE_IDLE : DEADLINE_KEEPALIVE;
         return best;
@@ -195,7 +208,15 @@ static void deadline_passed(struct relay *relay, enum deadline which)
         cut_off(relay);
         break;
     case DEADLINE_KEEPALIVE:
-        cut_off(relay); /* an idle keep-alive connection: closed in silence */
+        /* An idle keep-alive connection: closed in silence, or for HTTP/2
+         * after a GOAWAY (RFC 9113, 9.1: the client then knows it may not
+         * reuse it, and no stream it sent meanwhile is lost unsaid). */
+        if (relay->h2 != NULL) {
+            h2_relay_goaway(relay);
+            relay->give_up_at = reactor_now() + RELAY_LINGER;
+        } else {
+            cut_off(relay);
+        }
         break;
     }
 }

@@ -496,7 +496,6 @@ void h2_relay_goaway(struct relay *conn)
         conn->h2->leaving = true;
         h2_goaway(conn->h2->session, true);
     }
-    h2_relay_settle_or_close(conn); /* conn may be closed */
 }
 
 void h2_relay_end(struct relay *conn)
