@@ -47,7 +47,7 @@ import pytest
 pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
 pytest.importorskip("h2", reason="python3-h2 is not installed (./setup-env.sh installs it)")
 
-from backends import KeepAliveBackend  # noqa: E402
+from backends import KeepAliveBackend, RawBackend, read_head, wait_for_eof  # noqa: E402
 from checks import assert_config_error  # noqa: E402
 from client import Conn, connect  # noqa: E402
 from h2client import (CANCEL, COMPRESSION_ERROR, CONTINUATION, DATA, END_STREAM, ENHANCE_YOUR_CALM,  # noqa: E402
@@ -501,6 +501,46 @@ def test_slow_stream_holds_no_other(gated, start_proxy, cert, ctx):
     assert st.status == 200, st
     assert_is_pattern(st.body, 5000)
     assert all(c.streams[s].order < st.order for s in quick)
+
+
+def partial_then_wait(conn, backend):
+    """A RawBackend handler: to /partial, the head of a 10 MB response and
+    its first 10,000 bytes, then nothing until the proxy closes the
+    connection ("EOF" recorded then); to anything else, "ok", and the
+    connection kept for more."""
+    while True:
+        head = read_head(conn)
+        if not head:
+            return
+        backend.record(head)
+        if b" /partial " in head:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 10000)
+            wait_for_eof(conn)
+            backend.record(b"EOF")
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+def test_client_reset_aborts_its_exchange(start_proxy, cert, ctx):
+    """A stream its client resets (RST_STREAM CANCEL) in the middle of its
+    response ends its exchange: the backend connection carrying the rest of
+    that response is closed (never pooled with it unread), and the HTTP/2
+    connection serves its next stream, over a new backend connection."""
+    backend = RawBackend(partial_then_wait)
+    try:
+        proxy = start_h2(start_proxy, backend, cert=cert)
+        with h2(proxy, ctx) as c:
+            sid = c.request("GET", "/partial")
+            c.wait(lambda: len(c.streams[sid].data) > 0, "the first bytes of /partial")
+            c.reset(sid)
+            wait_for(lambda: b"EOF" in backend.received, "the backend connection of the reset stream closed",
+                     POLL_TIMEOUT)
+            st = c.get("/after")
+            assert st.status == 200 and st.body == b"ok", st
+            assert not c.goaways, c.describe()
+        assert backend.connections == 2, f"{backend.connections} backend connections, not 2"
+    finally:
+        backend.stop()
 
 
 def test_routing_by_authority(make_keepalive_backend, start_proxy, cert, ctx):
