@@ -60,6 +60,7 @@ from pattern import assert_is_pattern, pattern  # noqa: E402
 from promparse import value as metric_value  # noqa: E402
 from proxy import is_sanitized, proxy_arguments, run_rsp, streamed, unbuffered, vm_rss  # noqa: E402
 from test_access_log import assert_line, wait_lines  # noqa: E402
+from test_access_log import parse as parse_line  # noqa: E402
 from test_operations import sighup  # noqa: E402
 from test_status import metrics, wait_status  # noqa: E402
 from test_tls import start_tls  # noqa: E402
@@ -988,6 +989,25 @@ def test_header_limits_as_for_http11(ka, start_proxy, cert, ctx, make_block):
         r.send(r.request_frames(3, "GET", "/after"))
         assert r.collect([3])[3].status == 200, r.describe()
     assert targets(ka) == ["/after"]
+
+
+def test_request_the_session_refuses_is_logged_and_counted(ka, start_proxy, cert, ctx, tmp_path):
+    """A request over the header limits, which the HTTP/2 session answers
+    with 431 itself before any exchange sees it, still has its access log
+    line (the request line unknown: "-") and counts in requests_total and
+    as an HTTP/2 request, as an HTTP/1.1 request refused with 431 does."""
+    log = tmp_path / "access.log"
+    proxy = with_status(start_proxy, ka, cert=cert, access_log=str(log))
+    with raw(proxy, ctx) as r:
+        r.send(r.headers_frames(1, _many_fields(r)))
+        assert r.collect([1])[1].status == 431, r.describe()
+    line = wait_lines(str(log), 1)[0]
+    fields = parse_line(line)
+    assert fields["request"] == "-" and int(fields["status"]) == 431, line
+    doc = wait_status(proxy, lambda d: d.get("requests_by_protocol") == {"http1": 0, "http2": 1},
+                      "requests_by_protocol {http1: 0, http2: 1}")
+    assert doc["requests_total"] == 1, doc
+    assert targets(ka) == []
 
 
 # -- floods ---------------------------------------------------------------------------------

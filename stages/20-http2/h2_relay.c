@@ -33,6 +33,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "relay_private.h"
 
+#include "access_log.h"
 #include "buffering.h"
 #include "h2.h"
 #include "log.h"
@@ -242,6 +243,26 @@ static void on_goaway(void *closure, bool from_client, uint32_t error_code, cons
     if (!from_client && error_code != H2_NO_ERROR)
         log_msg("HTTP/2 client %s: GOAWAY (error %" PRIu32 "): %s", conn->client_address, error_code,
                 reason != NULL ? reason : "");
+}
+
+/* A request the session answered itself (431: its head too large; 405:
+ * CONNECT) and no exchange saw: counted and logged as an HTTP/1.1 request
+ * refused before its head was read whole is, with the site unknown and
+ * the request line "-". A stream only reset (status 0) was not answered. */
+static void on_rejected(void *closure, int32_t id, int status, const char *reason)
+{
+    struct relay *conn = closure;
+    const struct operations *o = &conn->config->operations;
+    struct access_entry e = { .client = conn->client_address, .port = conn->server_port, .status = status };
+
+    (void)id;
+    (void)reason;
+    if (status == 0)
+        return;
+    stats_count_request(conn->config->router.unknown_stats, status);
+    stats_count_protocol(true);
+    if (o->log != NULL)
+        access_log_write(o->log, (enum access_format)o->access_log_format, &e);
 }
 
 /* The client side of a stream (struct client_ops). */
@@ -468,7 +489,7 @@ int h2_relay_begin(struct relay *conn, const char *data, size_t len)
 {
     static const struct h2_callbacks callbacks = {
         .on_request = on_request, .on_data = on_data, .on_stream_closed = on_stream_closed,
-        .on_drained = on_drained, .on_goaway = on_goaway, .on_rejected = NULL,
+        .on_drained = on_drained, .on_goaway = on_goaway, .on_rejected = on_rejected,
     };
     struct h2_settings settings;
 
