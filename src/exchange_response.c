@@ -42,7 +42,8 @@ static void to_client(struct relay *relay, const char *data, size_t len)
         relay->client_ops->write(relay, data, len);
 }
 
-/* Takes the chunked coding off for an HTTP/1.0 client (body.h's on_data). */
+/* Takes the chunked coding off for an HTTP/1.0 client or an HTTP/2 stream
+ * (body.h's on_data). */
 static void dechunked_data(void *context, const char *data, size_t len)
 {
     struct relay *relay = context;
