@@ -59,6 +59,7 @@ struct h2_client {
     size_t stream_count;
     bool leaving;                    /* rsp told the client to go (reload, stop) */
     bool over;                       /* the session ended at once (a fatal error) */
+    size_t drained;                  /* bytes read and dropped after the session's end */
 };
 
 static const struct client_ops h2_stream_client;
@@ -406,20 +407,35 @@ static void stream_settle(struct relay *stream)
     }
 }
 
-/* Reads what the client sent into the session, while it wants it. */
+/* True once the session has nothing more to say or hear: a fatal error,
+ * or its last GOAWAY sent with no stream left. */
+static bool session_finished(const struct h2_client *h)
+{
+    return h->over || h2_session_done(h->session);
+}
+
+/* Reads what the client sent into the session, while it wants it; after
+ * the session's end, reads and drops it (the lingering close, below), up
+ * to RELAY_DRAIN_LIMIT. */
 static void client_readable(struct relay *conn)
 {
+    struct h2_client *h = conn->h2;
     char buffer[RELAY_READ_SIZE];
 
     for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
+        bool finished = session_finished(h);
         ssize_t n;
 
-        if (conn->client.read_done || conn->h2->over || !h2_session_want_read(conn->h2->session))
+        if (conn->client.read_done || (!finished && !h2_session_want_read(h->session)))
             return;
         n = connection_read(&conn->client, buffer, sizeof buffer);
-        if (n > 0) {
-            if (h2_session_receive(conn->h2->session, buffer, (size_t)n) == -1)
-                conn->h2->over = true;
+        if (n > 0 && finished) {
+            h->drained += (size_t)n;
+            if (h->drained > RELAY_DRAIN_LIMIT)
+                conn->client.read_done = true;
+        } else if (n > 0) {
+            if (h2_session_receive(h->session, buffer, (size_t)n) == -1)
+                h->over = true;
         } else if (n == 0) {
             conn->client.read_done = true; /* the client left: its streams end */
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -459,15 +475,25 @@ void h2_relay_settle_or_close(struct relay *relay)
         h->over = true;
     /* A session that ended at once (a flood, a connection error) has no
      * stream left to answer: their exchanges end now, their backends too. */
-    if (h->over || h2_session_done(h->session))
+    if (session_finished(h))
         while (h->streams != NULL)
             stream_end(h->streams);
-    if (conn->client.broken || conn->client.read_done ||
-        ((h->over || h2_session_done(h->session)) && connection_queued(&conn->client) == 0)) {
+    if (conn->client.broken || conn->client.read_done) {
         relay_close(conn);
         return;
     }
-    conn->client.paused = h->over || !h2_session_want_read(h->session);
+    /* The session's last GOAWAY is out: FIN after it, then a lingering
+     * close, as relay.c's after an answer. A client still sending (a
+     * flood) would otherwise have its unread bytes turn our close into a
+     * reset, which can destroy the GOAWAY at the client before it read
+     * it; so what it sends is read and dropped until its end of file, or
+     * RELAY_LINGER (relay_time.c). */
+    if (session_finished(h) && connection_queued(&conn->client) == 0 && !conn->client.write_done &&
+        !conn->client.shutdown_pending) {
+        connection_shutdown_write(&conn->client);
+        conn->give_up_at = reactor_now() + RELAY_LINGER;
+    }
+    conn->client.paused = !session_finished(h) && !h2_session_want_read(h->session);
     if (connection_update(&conn->client) == -1 || relay_time_arm(conn) == -1) {
         log_msg("out of memory serving HTTP/2 to %s", conn->client_address);
         relay_close(conn);

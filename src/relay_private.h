@@ -29,6 +29,10 @@
 #define RELAY_LOW_WATER (16 * 1024)
 #define RELAY_DRAIN_LIMIT (1024 * 1024)  /* most we drop before giving up on a client */
 #define RELAY_SPLICE_TAIL (RELAY_READ_SIZE / 2) /* a body's last bytes are read, not spliced */
+/* Seconds a client we have answered may take to hang up, between two
+ * reads; and that we keep a connection after a timeout answered it (or,
+ * HTTP/2, after its last GOAWAY). */
+#define RELAY_LINGER 5.0
 
 struct body_buffer;
 struct relay;

@@ -33,9 +33,6 @@
 #include <errno.h>
 #include <stddef.h>
 
-/* Seconds a client we have answered may take to hang up, between two
- * reads; and that we keep a connection after a timeout answered it. */
-#define RELAY_LINGER 5.0
 
 /* The deadlines a relay can be waiting for. */
 enum deadline {
@@ -72,8 +69,8 @@ static double next_deadline(const struct relay *relay, enum deadline *which)
     *which = DEADLINE_IDLE;
     if (relay->h2 != NULL) {
         /* HTTP/2 (h2_relay.c): its streams have deadlines of their own;
-         * once told to go for its idleness, it has RELAY_LINGER to take
-         * its GOAWAY. */
+         * once told to go for its idleness, or once its last GOAWAY is
+         * out, it has RELAY_LINGER to take it and hang up. */
         if (relay->give_up_at > 0) {
             *which = DEADLINE_LINGER;
             return relay->give_up_at;
