@@ -31,6 +31,25 @@ def connect(port):
     return sock
 
 
+def read_goaway(sock, conn):
+    """Reads what the server sends within 50 ms and feeds it to conn: the
+    server's GOAWAY (h2's ConnectionTerminated event) if it came, "closed"
+    if the connection ended without one, else None."""
+    sock.settimeout(0.05)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return "closed"
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.ConnectionTerminated):
+                    return event
+    except socket.timeout:
+        return None
+    except (ConnectionError, ssl.SSLError):
+        return "closed"
+
+
 def main():
     port = int(sys.argv[1])
     pairs = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
@@ -48,22 +67,12 @@ def main():
             sent += 1
         try:
             sock.sendall(conn.data_to_send())
-            # Whatever the server has sent by now (it answers SETTINGS at once).
-            sock.settimeout(0.05)
-            while goaway is None:
-                data = sock.recv(65536)
-                if not data:
-                    break
-                for event in conn.receive_data(data):
-                    if isinstance(event, h2.events.ConnectionTerminated):
-                        goaway = event
-        except (socket.timeout, ssl.SSLWantReadError):
-            pass
-        except (BrokenPipeError, ConnectionResetError):
-            break
+        except (ConnectionError, ssl.SSLError):
+            pass  # the server has closed: its GOAWAY may still be there to read
+        goaway = read_goaway(sock, conn)
     print(f"streams opened and reset: {sent}")
-    if goaway is None:
-        print("no GOAWAY from the server")
+    if not isinstance(goaway, h2.events.ConnectionTerminated):
+        print("no GOAWAY from the server" + (", it closed the connection" if goaway else ""))
         return
     # The GOAWAY names the last stream the server took up: streams 1, 3, 5...
     taken = (goaway.last_stream_id + 1) // 2

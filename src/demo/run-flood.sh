@@ -5,7 +5,9 @@
 # budget for resets (200 at once, 33 more a second) runs out and it ends
 # the connection with GOAWAY ENHANCE_YOUR_CALM; the backend sees next to
 # nothing of the flood, another client is served as before, and rsp's log
-# says why it sent the GOAWAY.
+# says why it sent the GOAWAY. PAIRS=150 demo/run-flood.sh stays within
+# the budget (a browser leaving a page cancels up to 128 streams at once):
+# no GOAWAY.
 # From stages/20-*/demo or from src/demo (src holds the newest stage's demos).
 lib=$(dirname "$0")/../../../tools/demo-lib.sh
 [ -e "$lib" ] || lib=$(dirname "$0")/../../tools/demo-lib.sh
@@ -34,11 +36,14 @@ EOT
 demo_rsp rsp ./rsp "$w/rsp.lua"
 demo_wait_port "$https"
 
-echo "== the flood: streams opened and reset at once, 100 at a time, 2,000 at most"
-demo_run "$DEMO_PYTHON" demo/flood.py "$https" 2000 | tee "$w/flood.txt"
+pairs=${PAIRS:-2000}
+echo "== the flood: streams opened and reset at once, 100 at a time, $pairs at most"
+demo_run "$DEMO_PYTHON" demo/flood.py "$https" "$pairs" >"$w/flood.txt" ||
+  { cat "$w/flood.txt" >&2; demo_fail "flood.py failed"; }
+cat "$w/flood.txt"
 taken=$(sed -n 's/^GOAWAY: .*, after \([0-9]*\) streams$/\1/p' "$w/flood.txt")
-[ -n "$taken" ] || demo_fail "flood.py got no GOAWAY"
-echo "rsp's GOAWAY came after at most 250 streams: $([ "$taken" -le 250 ] && echo yes || echo no)"
+[ -z "$taken" ] || echo "rsp's GOAWAY came after at most 250 streams: $([ "$taken" -le 250 ] && echo yes || echo no)"
+
 echo "== another client, after the flood"
 demo_run curl -sk -o /dev/null -w 'curl --http2: HTTP/%{http_version} %{http_code}\n' --http2 "https://127.0.0.1:$https/index.html"
 # The backend logs each request it answered ("GET /index.html 200"); the
@@ -46,5 +51,9 @@ demo_run curl -sk -o /dev/null -w 'curl --http2: HTTP/%{http_version} %{http_cod
 echo "requests of the flood that reached the backend: $(grep -c '^GET / ' "$w/backend.log")"
 
 echo "== rsp's log"
-demo_wait_line "$w/rsp.log" 'GOAWAY'
-grep 'GOAWAY' "$w/rsp.log" | sed 's/^[0-9-]* [0-9:]* //'
+if [ -n "$taken" ]; then
+  demo_wait_line "$w/rsp.log" 'GOAWAY'
+  grep 'GOAWAY' "$w/rsp.log" | sed 's/^[0-9-]* [0-9:]* //'
+else
+  echo "(no GOAWAY)"
+fi
