@@ -550,8 +550,10 @@ def test_killed_worker_is_replaced(make_backend, start_proxy, reuseport):
     assert proc_stat(replacement)[1] == proxy.pid
     wait_for(lambda: proc_stat(first) is None, f"the killed worker {first} reaped", POLL_TIMEOUT)
     assert_logged_times(proxy, line, 1)
-    assert any(pid == replacement for _, pid in worker_lines(proxy)), \
-        f"no 'worker N started (pid {replacement})' line\n{proxy.stderr()}"
+    # The master logs the start after fork() returns: the child can be in
+    # /proc a moment before the line is written.
+    wait_for(lambda: any(pid == replacement for _, pid in worker_lines(proxy)),
+             f"a 'worker N started (pid {replacement})' line\n{proxy.stderr()}", POLL_TIMEOUT)
     each = conns_on_every_worker(proxy.port, [replacement, second], reuseport)
     try:
         for pid, (conn, r) in each.items():
@@ -781,8 +783,9 @@ def test_reload_moving_listen_replaces_workers(make_backend, start_proxy, rsp, t
     track(new_pids)
     for pid in old_pids:
         wait_for(lambda: proc_stat(pid) is None, f"old worker {pid} reaped", POLL_TIMEOUT)
-    started = {pid for _, pid in worker_lines(proxy)}
-    assert set(new_pids) <= started, f"new workers {new_pids} not all logged as started: {worker_lines(proxy)}"
+    # Logged by the master after fork() returns: wait for the lines too.
+    wait_for(lambda: set(new_pids) <= {pid for _, pid in worker_lines(proxy)},
+             f"new workers {new_pids} all logged as started", POLL_TIMEOUT)
     assert_refused(old)
     each = conns_on_every_worker(new, new_pids)
     try:
