@@ -35,6 +35,9 @@ BUILD_PACKAGES=(
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
   libjansson-dev         # JSON for the ACME client (chapter 19)
   libnghttp2-dev         # HTTP/2 framing for clients (chapter 20)
+  zlib1g-dev             # gzip for compressed responses (chapter 21)
+  libbrotli-dev          # brotli for compressed responses (chapter 21)
+  libzstd-dev            # zstd for compressed responses (chapter 21)
 )
 
 # The daemons the developer's set brings (nginx-common's nginx.service,
@@ -42,7 +45,7 @@ BUILD_PACKAGES=(
 # with their own configs, so the system services are disabled and stopped.
 # (The other units the set's packages bring are timers that listen on
 # nothing: certbot.timer, logrotate.timer, dpkg-db-backup.timer.)
-DAEMONS=(nginx haproxy)
+DAEMONS=(nginx haproxy caddy)
 
 PACKAGES=(
   build-essential        # gcc, make
@@ -74,6 +77,9 @@ PACKAGES=(
   libssl-dev             # OpenSSL 3: rsp's HTTPS (chapter 12)
   libjansson-dev         # JSON for the ACME client (chapter 19)
   libnghttp2-dev         # HTTP/2 framing for clients (chapter 20)
+  zlib1g-dev             # gzip for compressed responses (chapter 21)
+  libbrotli-dev          # brotli for compressed responses (chapter 21)
+  libzstd-dev            # zstd for compressed responses (chapter 21)
   openssl                # the command line: certificates for the chapters' demos
   python3-trustme        # a throwaway CA and certificates for the TLS tests
   python3-h2             # HTTP/2 frame by frame (with hpack and hyperframe) for test_http2.py
@@ -82,6 +88,12 @@ PACKAGES=(
   certbot                # the ACME client the end-to-end test drives through rsp
   python3-gunicorn       # an application server with sync workers behind rsp (test_buffering.py)
   python3-prometheus-client # Prometheus's own parser reads /metrics' histograms (test_latency.py)
+  media-types            # /etc/mime.types: Content-Type of the files rsp serves (chapter 21)
+  brotli                 # the command line: test_files.py decompresses rsp's brotli with it
+  zstd                   # the command line: test_files.py decompresses rsp's zstd with it
+  python3-brotli         # brotli in Python, for the compression tests' streaming reads
+  python3-zstandard      # zstd in Python, for the compression tests' streaming reads
+  caddy                  # bench/files compares rsp's file serving and compression with Caddy's
 )
 
 if [ "$mode" = build ]; then
