@@ -314,6 +314,9 @@ static void test_decode(void)
         CHECK(got == c[i].status && (got != 0 || (strcmp(out, c[i].want) == 0 && slash == c[i].slash)),
               "\"%s\": got %d \"%s\" slash %d", c[i].target, got, out, slash);
     }
+    bool ignored;
+    char nul[16];
+    CHECK(file_path_decode("/a\0b", 4, nul, sizeof nul, &ignored) == 404, "a raw NUL");
     char small[4];
     bool slash;
     CHECK(file_path_decode(S("/abcd"), small, sizeof small, &slash) == 404, "too long for out");

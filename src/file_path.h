@@ -4,7 +4,7 @@
  * The target's path is percent-decoded once and refused (404) when it
  * could name something it should not: a decoded NUL, an encoded slash, a
  * "." or ".." segment, any segment starting with '.' (.git, .env,
- * .htpasswd). What is left is a path relative to the root, opened with
+ * .htpasswd), a NUL byte. What is left is a path relative to the root, opened with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): the kernel resolves
  * it one component at a time and fails any step, symlinks included, that
  * would leave the root. Where openat2 is missing (ENOSYS, before Linux

@@ -52,10 +52,12 @@ int file_path_decode(const char *target, size_t length, char *out, size_t cap,
                 if (lo < 0)
                     return 404;
                 c = (unsigned char)(hi * 16 + lo);
-                if (c == '\0' || c == '/')
+                if (c == '/')
                     return 404;
                 i += 2;
             }
+            if (c == '\0') /* decoded or raw: it would cut the path openat2 sees */
+                return 404;
             if (n + 1 >= cap)
                 return 404;
             out[n++] = (char)c;
