@@ -9,7 +9,9 @@
   run as programs, StreamDecoder a body as it arrives;
 - PageBackend serves pages a test defines (status, headers, body; chunked,
   or held half-way until the test sets an Event);
-- read_with_rss() reads a body while sampling rsp's resident memory.
+- read_with_rss() reads a body while sampling rsp's resident memory;
+- fetch() makes one request, start_tls_proxy() and h2_client() give
+  HTTPS and HTTP/2.
 
 Nothing here sleeps to wait for something: a held page waits on an Event
 the test sets, and every wait is bounded.
@@ -19,16 +21,18 @@ import hashlib
 import os
 import random
 import subprocess
-import threading
 import zlib
 
+import pytest
+
 from backends import KeepAliveBackend
-from client import READ_TIMEOUT, ConnectionEnded
+from client import READ_TIMEOUT, Conn, ConnectionEnded
 from proxy import vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
 ENCODINGS = ("gzip", "br", "zstd")
+WWW = "www.example.test"  # the name of the TLS tests' certificate (SNI and Host)
 HOLD_WAIT = 30.0  # s: a held page gives up waiting for the test's Event after this (a guard)
 WORDS = ("proxy", "reverse", "request", "response", "header", "stream", "backend", "client", "epoll",
          "socket", "buffer", "encoder", "gzip", "brotli", "zstd", "listener", "timeout", "worker")
@@ -204,6 +208,35 @@ def zeros_sha256(length):
     return h.hexdigest()
 
 
-def held_event():
-    """A threading.Event for a held Page."""
-    return threading.Event()
+def fetch(proxy, target, method="GET", headers=(), host=None):
+    """One request on a new connection to the proxy, its response read by
+    its framing (a client.Response)."""
+    with Conn(proxy.port, host=host) as c:
+        return c.request(method, target, headers)
+
+
+def tokens(r, name):
+    """The lowercase comma-separated tokens of every `name` header of r
+    (a client.Response or an h2client.Stream)."""
+    return [t.strip().lower() for v in r.header_values(name.lower()) for t in v.split(",") if t.strip()]
+
+
+def start_tls_proxy(start_proxy, tmp_path, *backends, **options):
+    """start_proxy with a TLS listener too (proxy.tls_port), serving a
+    certificate for WWW from the session's CA (proxy.ca); skipped without
+    python3-trustme."""
+    pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
+    from test_tls import start_tls
+    from tlsutil import session_ca
+    ca = session_ca()
+    proxy = start_tls(start_proxy, *backends, certificates=[ca.issue(tmp_path, "stage21", [WWW])], **options)
+    proxy.ca = ca
+    return proxy
+
+
+def h2_client(proxy):
+    """An HTTP/2 client (h2client.H2Client) of a start_tls_proxy's TLS
+    port; skipped without python3-h2."""
+    pytest.importorskip("h2", reason="python3-h2 is not installed (./setup-env.sh installs it)")
+    from h2client import H2Client, h2_context
+    return H2Client(proxy.tls_port, h2_context(proxy.ca), WWW)

@@ -21,7 +21,8 @@ import time
 import pytest
 
 from client import Conn, Reader, build_request, connect, read_framed_response
-from files_util import KiB, MiB, PageBackend, decode, read_with_rss, write_tree, zeros_sha256
+from files_util import (WWW, KiB, MiB, PageBackend, decode, fetch, h2_client, read_with_rss, start_tls_proxy,
+                        tokens, write_tree, zeros_sha256)
 from pattern import assert_same_bytes, pattern
 from proxy import is_sanitized, vm_rss
 from test_access_log import assert_line, parse, wait_lines
@@ -34,7 +35,6 @@ RSS_LIMIT = 64 * MiB           # rsp's VmRSS while it sends a file of any size
 SLOW_RSS_GROWTH = 16 * MiB     # what a paused reader of a big file may add to it
 HTML = b"<!DOCTYPE html>\n<html><body><h1>index</h1></body></html>\n"
 CSS = b"body { color: #123456; margin: 0 auto; }\n" * 40
-WWW = "www.example.test"
 
 
 # -- fixtures and helpers --------------------------------------------------------------
@@ -63,12 +63,6 @@ def root(tmp_path):
 def serve(start_proxy, root, *backends, **options):
     """rsp whose default site serves files from `root`."""
     return start_proxy(*backends, root=str(root), **options)
-
-
-def fetch(proxy, target, method="GET", headers=(), host=None):
-    """One request on a new connection, its response read by its framing."""
-    with Conn(proxy.port, host=host) as c:
-        return c.request(method, target, headers)
 
 
 def raw_fetch(proxy, request_line):
@@ -382,8 +376,7 @@ def test_precompressed_variant(start_proxy, variants, accept, chosen):
     r = fetch(proxy, "/x.css", headers=[("Accept-Encoding", accept)] if accept is not None else [])
     assert r.status == 200, f"{r!r} {r.headers}"
     assert r.header("Content-Type") == "text/css; charset=utf-8", r.headers
-    assert "accept-encoding" in [v.strip().lower() for v in ",".join(r.header_values("Vary")).split(",")], \
-        r.headers
+    assert "accept-encoding" in tokens(r, "Vary"), r.headers
     if chosen is None:
         assert r.header("Content-Encoding") is None, r.headers
         assert r.body == CSS and r.header("ETag") == etag_of(len(CSS)), r.headers
@@ -450,13 +443,9 @@ def test_one_gib_plain(start_proxy, sparse):
 
 
 def test_one_gib_tls(start_proxy, sparse, tmp_path):
-    pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
-    from test_tls import start_tls
-    from tlsutil import session_ca, tls_connect
-    ca = session_ca()
-    cert = ca.issue(tmp_path, "files", [WWW])
-    proxy = start_tls(start_proxy, certificates=[cert], root=str(sparse))
-    with tls_connect(proxy.tls_port, ca.client_context(alpn=["http/1.1"]), WWW) as sock:
+    proxy = start_tls_proxy(start_proxy, tmp_path, root=str(sparse))
+    from tlsutil import tls_connect
+    with tls_connect(proxy.tls_port, proxy.ca.client_context(alpn=["http/1.1"]), WWW) as sock:
         download_huge(proxy, sock)
 
 
@@ -490,16 +479,10 @@ def test_slow_reader_bounded(start_proxy, tmp_path):
 
 
 def test_http2_file(start_proxy, tmp_path):
-    pytest.importorskip("trustme", reason="python3-trustme is not installed (./setup-env.sh installs it)")
-    pytest.importorskip("h2", reason="python3-h2 is not installed (./setup-env.sh installs it)")
-    from h2client import H2Client, h2_context
-    from test_tls import start_tls
-    from tlsutil import session_ca
-    ca = session_ca()
     content = os.urandom(3 * MiB + 11)
     www = write_tree(tmp_path / "www", {"f.bin": content, "small.txt": b"hello\n"})
-    proxy = start_tls(start_proxy, certificates=[ca.issue(tmp_path, "h2files", [WWW])], root=str(www))
-    with H2Client(proxy.tls_port, h2_context(ca), WWW) as c:
+    proxy = start_tls_proxy(start_proxy, tmp_path, root=str(www))
+    with h2_client(proxy) as c:
         big, small = c.get("/f.bin"), c.get("/small.txt")
         head = c.wait_ended(c.request("HEAD", "/f.bin"))
     assert big.status == 200 and big.header("content-length") == str(len(content)), big.headers
