@@ -21,13 +21,14 @@ import hashlib
 import os
 import random
 import subprocess
+import time
 import zlib
 
 import pytest
 
 from backends import KeepAliveBackend
 from client import READ_TIMEOUT, Conn, ConnectionEnded
-from proxy import vm_rss
+from proxy import is_sanitized, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -196,6 +197,21 @@ def read_with_rss(sock, length, pid, samples_every=8 * MiB, digest=None, first=b
             highest = max(highest, vm_rss(pid))
             next_sample += samples_every
     return (h.hexdigest() if h is not None else b"".join(kept)), highest
+
+
+PAUSE_SAMPLES = 8
+PAUSE_STEP = 0.125  # s: a paused reader's memory is sampled this often, over a second (a watch, not a wait)
+
+
+def assert_paused_rss(proxy, before, limit, what):
+    """While the client pauses (a second), rsp's VmRSS stays within
+    `limit` bytes above `before` (not judged under AddressSanitizer)."""
+    highest = 0
+    for _ in range(PAUSE_SAMPLES):
+        time.sleep(PAUSE_STEP)  # the reader's pause, while memory is sampled
+        highest = max(highest, vm_rss(proxy.pid))
+    if not is_sanitized(proxy.binary):
+        assert highest - before < limit, f"rsp's VmRSS grew by {(highest - before) // KiB} KiB for {what}"
 
 
 def zeros_sha256(length):

@@ -16,13 +16,12 @@ VmRSS (not under AddressSanitizer, whose allocator keeps freed memory)."""
 import email.utils
 import gzip
 import os
-import time
 
 import pytest
 
 from client import Conn, Reader, build_request, connect, read_framed_response
-from files_util import (WWW, KiB, MiB, PageBackend, decode, fetch, h2_client, read_with_rss, start_tls_proxy,
-                        tokens, write_tree, zeros_sha256)
+from files_util import (WWW, KiB, MiB, PageBackend, assert_paused_rss, decode, fetch, h2_client, read_with_rss,
+                        start_tls_proxy, tokens, write_tree, zeros_sha256)
 from pattern import assert_same_bytes, pattern
 from proxy import is_sanitized, vm_rss
 from test_access_log import assert_line, parse, wait_lines
@@ -463,13 +462,7 @@ def test_slow_reader_bounded(start_proxy, tmp_path):
         reader = Reader(sock)
         reader.until(b"\r\n\r\n", "the response head")
         got = reader.exactly(64 * KiB)
-        highest = 0
-        for _ in range(8):
-            time.sleep(0.125)  # the reader's pause, while memory is sampled
-            highest = max(highest, vm_rss(proxy.pid))
-        if not is_sanitized(proxy.binary):
-            assert highest - before < SLOW_RSS_GROWTH, \
-                f"rsp's VmRSS grew by {(highest - before) // KiB} KiB for a paused reader"
+        assert_paused_rss(proxy, before, SLOW_RSS_GROWTH, "a paused reader")
         rest, _ = read_with_rss(sock, size - len(got), proxy.pid, digest=False,
                                 first=reader.take(len(reader.buf)))
     assert_same_bytes(got + rest, content)
