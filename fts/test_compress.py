@@ -154,7 +154,8 @@ NOT_COMPRESSED = {
     "encoded": dict(headers=[("Content-Encoding", "gzip")], body=gzip.compress(PAGE)),
     "identity-encoded": dict(headers=[("Content-Encoding", "identity")], body=b"x" * 300 + PAGE, compress=True),
     "no-transform": dict(headers=[("Cache-Control", "public, no-transform")]),
-    "png": dict(content_type="image/png"), "octets": dict(content_type="application/octet-stream"), "short": dict(body=PAGE[:255]),
+    "png": dict(content_type="image/png"), "octets": dict(content_type="application/octet-stream"),
+    "short": dict(body=PAGE[:255]),
 }
 
 
