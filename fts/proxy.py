@@ -279,6 +279,11 @@ def stage9_settings(listen_port, backends, options=None):
 #      for the sanitizer pass) writes `splice = false` into every config
 #      that does not set splice itself: the whole suite then runs over the
 #      copy path too.
+#   21 files-compression: root (a directory the default site serves files
+#      from; a pool or a site may have "root" instead of "backends"),
+#      compress (a bool or {"types": [...], "min_length": N}), headers
+#      ({name: value or False}) and error_pages ({status: path, "backends":
+#      bool}); a pool or site may have each of these as a key too.
 LATER_OPTIONS = {
     10: ("shutdown_timeout",),
     11: ("access_log", "access_log_format", "user"),
@@ -291,6 +296,7 @@ LATER_OPTIONS = {
          "response_buffering", "response_buffer_size", "max_temp_file_size"),
     19: ("pid_file", "ticket_key_lifetime"),
     20: ("http2_max_streams",),
+    21: ("root", "compress", "headers", "error_pages"),
 }
 
 
