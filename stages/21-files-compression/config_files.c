@@ -435,7 +435,7 @@ static int read_header(lua_State *L, const char *path, const char *setting, char
         /* removed: value stays NULL */
     } else if (lua_type(L, -1) != LUA_TSTRING) {
         config_error(path, "setting '%s[\"%s\"]' must be a string (the value) or false (remove the "
-                           "header), not %s", setting, text,
+                           "header), not %s%s", setting, text, lua_type(L, -1) == LUA_TBOOLEAN ? "" : "a ",
                      lua_type(L, -1) == LUA_TBOOLEAN ? "true" : luaL_typename(L, -1));
         return -1;
     } else {
@@ -485,8 +485,10 @@ static int read_headers(lua_State *L, const char *path, const char *setting, str
          * leave which one wins to chance. */
         for (size_t i = first; i < o->header_count; i++) {
             if (strcasecmp(o->headers[i].name, name) == 0) {
-                config_error(path, "setting '%s': '%s' and '%s' are the same header: keep one",
-                             setting, o->headers[i].name, name);
+                bool first_is_less = strcmp(o->headers[i].name, name) < 0;
+                /* in a stable order: the table's is not from run to run */
+                config_error(path, "setting '%s': '%s' and '%s' are the same header: keep one", setting,
+                             first_is_less ? o->headers[i].name : name, first_is_less ? name : o->headers[i].name);
                 free(name);
                 free(value);
                 lua_pop(L, 2);
