@@ -14,6 +14,7 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct backend *registry;
 
@@ -131,6 +132,11 @@ void pool_free(struct pool *pool)
     free(pool->backends);
     pool->backends = NULL;
     pool->count = 0;
+    if (pool->root != NULL && pool->root_fd != -1)
+        close(pool->root_fd);
+    free(pool->root);
+    pool->root = NULL;
+    pool->root_fd = -1;
 }
 
 /* True if both lists hold the same addresses in the same order. */

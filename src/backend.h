@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "site_output.h"
+
 /* A pool holds at most this many backends: each client remembers which it
  * has tried in a 64-bit mask. */
 #define POOL_MAX_BACKENDS 64
@@ -59,6 +61,9 @@ struct pool {
     size_t next;                /* where the next search starts: rotation */
     bool unreachable;           /* we answered 502: nothing could be reached */
     struct health_settings health;
+    char *root;                 /* a pool of files (chapter 21): its directory; NULL: of backends */
+    int root_fd;                /* root, open (O_PATH); -1: a pool of backends */
+    struct site_output output;  /* compress, headers, error_pages: the pool's own over the top level's */
 };
 
 /* A pool with a name, from the config's `pools`. */
@@ -106,7 +111,7 @@ void backend_count_active(struct backend *b, int delta);
  * a backend answers again). */
 void pool_unreachable(struct pool *pool);
 
-/* Releases the pool's backends. */
+/* Releases the pool's backends, or closes its root. */
 void pool_free(struct pool *pool);
 
 /* The registered backend called `name` whose addresses are the same as

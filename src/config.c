@@ -395,7 +395,7 @@ static const char *const settings[] = {
     "access_log_format", "user", "pid_file", "ticket_key_lifetime", "status_listen", "status_public", "workers", "reuseport", "tls",
     "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
     "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
-    "max_temp_file_size", "http2_max_streams", NULL,
+    "max_temp_file_size", "http2_max_streams", "root", "compress", "headers", "error_pages", NULL,
 };
 
 /* The edit distance between a and b (insertions, deletions and
@@ -490,6 +490,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
     int rc = -1;
 
     memset(config, 0, sizeof *config);
+    config->default_pool.root_fd = -1; /* a pool of backends, until `root` says otherwise */
     if (L == NULL) {
         config_error(path, "cannot create a Lua state (out of memory)");
         return -1;
@@ -523,7 +524,8 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         config_read_buffering(L, path, &config->buffering) == 0 &&
         read_route(L, path, config, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
-            config_error(path, "setting 'backends' is missing (and there are no 'sites' and no 'route')");
+            config_error(path, "setting 'backends' (or 'root') is missing (and there are no 'sites' "
+                               "and no 'route')");
         else
             rc = 0;
     }
@@ -579,10 +581,13 @@ void config_free(struct config *config)
     free(config->operations.pid_file);
     free(config->buffering.temp_dir);
     config->operations.access_log = config->operations.user = config->operations.pid_file = NULL;
+    site_output_free(&config->output);
     pool_free(&config->default_pool);
+    site_output_free(&config->default_pool.output);
     for (size_t i = 0; i < config->pool_count; i++) {
         free(config->pools[i].name);
         pool_free(&config->pools[i].pool);
+        site_output_free(&config->pools[i].pool.output);
     }
     free(config->pools);
     config->pools = NULL;
@@ -592,6 +597,8 @@ void config_free(struct config *config)
 
         free(site->name);
         pool_free(&site->own);
+        site_output_free(&site->own.output);
+        site_output_free(&site->output);
         for (size_t j = 0; j < site->alias_count; j++)
             free(site->aliases[j]);
         free(site->aliases);

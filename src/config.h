@@ -7,6 +7,7 @@
 #include "request.h"
 #include "route.h"
 #include "router.h"
+#include "site_output.h"
 
 /* How long each wait may last, in seconds (relay.c). */
 struct timeouts {
@@ -130,6 +131,7 @@ struct config {
     struct tls_settings tls;
     struct buffering buffering;
     struct http2_settings http2;
+    struct site_output output;  /* the top level's compress, headers, error_pages */
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -194,7 +196,23 @@ struct config {
  *   health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
  *               active checks for every pool and site (off without it); a pool
  *               or site may have its own health_check, or false
- * At least one of backends, sites and route must be there. Backend names
+ *   root = "/srv/www"   the default site serves the files of this directory
+ *               (instead of backends); a named pool or a site may have its
+ *               own root instead of backends (never both)
+ *   compress = false | true | { types = { "text/html", "application/json" },
+ *               min_length = 256 }   responses compressed (br, zstd, gzip)
+ *               for clients that accept it; true: the default types; a
+ *               subtype may be an asterisk, alone or before "+json"
+ *   headers = { ["X-Frame-Options"] = "DENY", Server = false }   response
+ *               headers set (replacing any of that name) or removed
+ *   error_pages = { [404] = "/srv/www/404.html", backends = false }   files
+ *               read at load (up to 1 MiB) sent for rsp's own answers with
+ *               those statuses; backends = true: for backends' too
+ *               compress, headers and error_pages: at the top level, on a
+ *               pool and on a site; a site's compress and error_pages
+ *               replace its pool's, which replace the top level's; headers
+ *               merge by name
+ * At least one of backends, root, sites and route must be there. Backend names
  * are resolved here, once. With a route function the Lua state stays
  * alive in config->route. On any problem prints one line
  * naming the file and the setting to stderr and returns -1; otherwise fills

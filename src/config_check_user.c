@@ -40,9 +40,11 @@ struct access_check {
 
 /* Every certificate's two files, and the config, access_log, temp_dir,
  * acme_webroot, tls.acme.ca_root and tls.acme.storage; the directories
- * of the sites' own access logs (one check for sites sharing one). */
+ * of the sites' own access logs (one check for sites sharing one); the
+ * pools' roots and the error pages (one check per path). */
 #define MAX_SITE_LOG_DIRS 64
-#define MAX_CHECKS (2 * 64 + 6 + MAX_SITE_LOG_DIRS)
+#define MAX_FILE_PATHS 512
+#define MAX_CHECKS (2 * 64 + 6 + MAX_SITE_LOG_DIRS + MAX_FILE_PATHS)
 
 /* The paths to try, and the directories derived from settings. */
 struct access_list {
@@ -123,6 +125,62 @@ static void add_site_logs(const struct config *c, struct access_list *list)
     }
 }
 
+/* Adds path as add does, unless it is listed already for the same kind:
+ * the pages a site inherits are its pool's, checked once. */
+static void add_once(struct access_list *list, const char *setting, const char *path, enum access_kind kind)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (list->checks[i].kind == kind && strcmp(list->checks[i].path, path) == 0)
+            return;
+    add(list, setting, path, kind);
+}
+
+/* Adds the error pages of o; `prefix` names its level ("", "pools.app."). */
+static void add_pages(struct access_list *list, const char *prefix, const struct site_output *o)
+{
+    char setting[330];
+
+    for (size_t i = 0; i < o->error_page_count; i++) {
+        snprintf(setting, sizeof setting, "%serror_pages[%d]", prefix, o->error_pages[i].status);
+        add_once(list, setting, o->error_pages[i].path, READ_FILE);
+    }
+}
+
+/* Adds pool's root, a directory the user must search (no listing: rsp
+ * never lists one), and its error pages. */
+static void add_pool_files(struct access_list *list, const char *prefix, const struct pool *pool)
+{
+    char setting[310];
+
+    if (pool->root != NULL) {
+        snprintf(setting, sizeof setting, "%sroot", prefix);
+        add_once(list, setting, pool->root, SEARCH_DIR);
+    }
+    add_pages(list, prefix, &pool->output);
+}
+
+/* Adds what rsp reads for the pools and sites at every reload: the roots
+ * and error pages, each path once, named by the first level that has it. */
+static void add_files(const struct config *c, struct access_list *list)
+{
+    char prefix[300];
+
+    add_pages(list, "", &c->output);
+    add_pool_files(list, "", &c->default_pool);
+    for (size_t i = 0; i < c->pool_count; i++) {
+        snprintf(prefix, sizeof prefix, "pools.%s.", c->pools[i].name);
+        add_pool_files(list, prefix, &c->pools[i].pool);
+    }
+    for (size_t i = 0; i < c->router.count; i++) {
+        const struct site *site = &c->router.sites[i];
+
+        snprintf(prefix, sizeof prefix, "sites[\"%s%s\"].", site->wildcard ? "*" : "", site->name);
+        if (site->pool == &site->own)
+            add_pool_files(list, prefix, &site->own);
+        add_pages(list, prefix, &site->output);
+    }
+}
+
 /* Lists every path of c that the user touches after rsp drops root. */
 static void list_paths(const char *path, const struct config *c, struct access_list *list)
 {
@@ -143,6 +201,7 @@ static void list_paths(const char *path, const struct config *c, struct access_l
         add(list, "access_log", list->log_dir, SEARCH_DIR);
     }
     add_site_logs(c, list);
+    add_files(c, list);
     add(list, "temp_dir", c->buffering.temp_dir, WRITE_DIR);
     if (tls->acme_webroot != NULL && tls->acme == NULL)
         add(list, "acme_webroot", tls->acme_webroot, READ_DIR);
@@ -294,7 +353,7 @@ static const char *failed_verb(enum access_kind kind)
 
 int config_check_user(const char *path, const struct config *config)
 {
-    static struct access_list list; /* some 70 KB: not on the stack */
+    static struct access_list list; /* some 230 KB: not on the stack */
     int results[1 + MAX_CHECKS];
     char dir[PATH_MAX];
     const struct passwd *pw;
@@ -312,7 +371,8 @@ int config_check_user(const char *path, const struct config *config)
     list_paths(path, config, &list);
     if (list.full) {
         config_error(path, "setting 'user': cannot check the files as user %s: the sites' access logs are "
-                           "in more than %d directories", pw->pw_name, MAX_SITE_LOG_DIRS);
+                           "in more than %d directories, or there are more than %d roots and error pages",
+                     pw->pw_name, MAX_SITE_LOG_DIRS, MAX_FILE_PATHS);
         return -1;
     }
     if (run_check(path, pw, &list, results) == -1)

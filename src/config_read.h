@@ -87,4 +87,24 @@ int config_read_acme(lua_State *L, const char *path, int tls, struct config *con
 /* Frees what config_read_acme allocated. */
 void config_free_acme(struct acme_settings *a);
 
+/* Reads field root of the table at index t (LUA_GLOBALSINDEX for the top
+ * level) into pool: nil leaves pool->root NULL and root_fd -1; else an
+ * absolute path to a directory, opened O_PATH. `setting` names it in
+ * messages ("pools.static.root"). Returns 0, or -1 after printing what is
+ * wrong (config_files.c). */
+int config_read_root(lua_State *L, const char *path, int t, const char *setting, struct pool *pool);
+
+/* Reads fields compress, headers and error_pages of the table at index t
+ * into *out, starting from a copy of *above: compress and error_pages
+ * replace the copy's, headers merge into it by name. `prefix` comes
+ * before the field's name in messages ("", "pools.app.",
+ * "sites[\"example.org\"]."). Returns 0, or -1 after printing what is
+ * wrong (*out is then to be freed with site_output_free) (config_files.c). */
+int config_read_output(lua_State *L, const char *path, int t, const char *prefix,
+                       const struct site_output *above, struct site_output *out);
+
+/* Makes *to (empty) a copy of *from. Returns 0, or -1 after saying "out
+ * of memory" (config_files.c). */
+int config_copy_output(const char *path, const struct site_output *from, struct site_output *to);
+
 #endif

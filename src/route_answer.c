@@ -23,8 +23,7 @@ static void append(lua_State *L, struct buffer *out, const char *data, size_t le
 
 #define APPEND_LITERAL(L, out, text) append(L, out, text, sizeof text - 1)
 
-/* The characters of a token (RFC 9110, section 5.6.2): a header name. */
-static bool is_token(const char *s, size_t length)
+bool route_answer_is_token(const char *s, size_t length)
 {
     if (length == 0)
         return false;
@@ -37,9 +36,7 @@ static bool is_token(const char *s, size_t length)
     return true;
 }
 
-/* A header value may hold visible characters, spaces, tabs and bytes of
- * 0x80 and up; no other control characters (CR, LF and NUL above all). */
-static bool is_field_value(const char *s, size_t length)
+bool route_answer_is_field_value(const char *s, size_t length)
 {
     for (size_t i = 0; i < length; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -60,7 +57,7 @@ static void append_header(lua_State *L, struct buffer *out, const char *name, in
                       "strings, not a %s", name, luaL_typename(L, v));
     lua_pushvalue(L, v); /* a copy, so that a number is turned into a string there */
     value = lua_tolstring(L, -1, &length);
-    if (!is_field_value(value, length))
+    if (!route_answer_is_field_value(value, length))
         luaL_error(L, "route's response: header '%s' has a control character (CR, LF, NUL...) "
                       "in its value", name);
     append(L, out, name, name_length);
@@ -84,7 +81,7 @@ static bool append_headers(lua_State *L, int t, bool has_location, struct buffer
             luaL_error(L, "route's response: header names must be strings, not a %s",
                        luaL_typename(L, -2));
         name = lua_tolstring(L, -2, &length);
-        if (!is_token(name, length))
+        if (!route_answer_is_token(name, length))
             luaL_error(L, "route's response: \"%s\" is not a valid header name", name);
         if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0 ||
             strcasecmp(name, "connection") == 0)

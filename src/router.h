@@ -21,6 +21,8 @@ struct site {
     bool access_log_off; /* access_log = false: its requests are not logged */
     int access_log_format; /* enum access_format of its own log; -1: the top-level one's */
     struct access_log *log; /* access_log, open (process.c's apply_access_log) */
+    struct site_output output; /* compress, headers, error_pages: the site's over its pool's
+                                  over the top level's (site_output.h) */
 };
 
 struct router {

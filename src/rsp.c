@@ -57,8 +57,11 @@ static void log_startup(const struct config *config)
     log_listening(config);
     for (size_t i = 0; i < config->pool_count; i++) {
         const struct named_pool *named = &config->pools[i];
-        log_msg("pool %s: %zu backend%s, %s", named->name, named->pool.count,
-                named->pool.count == 1 ? "" : "s", balance_name(&named->pool));
+        if (named->pool.root != NULL)
+            log_msg("pool %s: files from %s", named->name, named->pool.root);
+        else
+            log_msg("pool %s: %zu backend%s, %s", named->name, named->pool.count,
+                    named->pool.count == 1 ? "" : "s", balance_name(&named->pool));
     }
     for (size_t i = 0; i < config->router.count; i++) {
         const struct site *site = &config->router.sites[i];
@@ -69,11 +72,15 @@ static void log_startup(const struct config *config)
                 pool_name = config->pools[j].name;
         if (pool_name != NULL)
             log_msg("site %s%s: pool %s", site->wildcard ? "*" : "", site->name, pool_name);
+        else if (site->pool->root != NULL)
+            log_msg("site %s%s: files from %s", site->wildcard ? "*" : "", site->name, site->pool->root);
         else
             log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
                     site->pool->count, site->pool->count == 1 ? "" : "s", balance_name(site->pool));
     }
-    if (config->router.fallback != NULL)
+    if (config->router.fallback != NULL && config->default_pool.root != NULL)
+        log_msg("default site: files from %s", config->default_pool.root);
+    else if (config->router.fallback != NULL)
         log_msg("default site: %zu backend%s, %s", config->default_pool.count,
                 config->default_pool.count == 1 ? "" : "s", balance_name(&config->default_pool));
     else if (config->route.L != NULL)

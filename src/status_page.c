@@ -104,6 +104,12 @@ static void page_pool(struct out *o, const struct status_view *v, const char *na
     (void)first;
     out_printf(o, "<section class=\"pool\"><h3>pool ");
     put_html(o, name);
+    if (pool->root != NULL) { /* a pool of files: no backends to show */
+        out_printf(o, " <small>files</small></h3>\n<p>files from ");
+        put_html(o, pool->root);
+        out_printf(o, "</p></section>\n");
+        return;
+    }
     out_printf(o, " <small>%s</small></h3>\n<table><tr><th>backend</th><th>state</th><th>checks</th>"
                   "<th>connects</th><th>in flight</th><th>requests</th><th>failures</th></tr>\n",
                pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");

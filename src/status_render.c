@@ -32,8 +32,14 @@ static void json_pool(struct out *o, const struct status_view *v, const char *na
     out_printf(o, "%s\n    {\"name\": ", *first ? "" : ",");
     *first = false;
     put_json_string(o, name);
-    out_printf(o, ", \"balance\": \"%s\", \"backends\": [",
+    out_printf(o, ", \"balance\": \"%s\", ",
         pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");
+    if (pool->root != NULL) { /* a pool of files: its directory, and no backends */
+        out_printf(o, "\"root\": ");
+        put_json_string(o, pool->root);
+        out_printf(o, ", ");
+    }
+    out_printf(o, "\"backends\": [");
     for (size_t i = 0; i < pool->count; i++) {
         const struct backend *b = pool->backends[i];
 

@@ -134,19 +134,35 @@ static int read_balance(lua_State *L, const char *path, int t, const char *setti
     return rc;
 }
 
-/* The default site: `backends` and `balance` globals. Optional when there
- * are sites. */
+/* The default site: `backends` and `balance` globals, or `root`; and the
+ * top level's compress, headers and error_pages, which every pool and
+ * site starts from. Optional when there are sites. */
 int config_read_default_site(lua_State *L, const char *path, struct config *config)
 {
+    static const struct site_output none;
+    struct pool *pool = &config->default_pool;
     int rc = 0;
 
+    if (config_read_output(L, path, LUA_GLOBALSINDEX, "", &none, &config->output) == -1 ||
+        config_copy_output(path, &config->output, &pool->output) == -1)
+        return -1;
     config_global(L, "backends");
-    if (!lua_isnil(L, -1)) {
-        rc = read_backend_list(L, path, "backends", &config->default_pool);
-        config->default_pool.health = config->health;
+    config_global(L, "root");
+    if (!lua_isnil(L, -2) && !lua_isnil(L, -1)) {
+        config_error(path, "setting 'root': a pool has backends or root, not both");
+        rc = -1;
+    } else if (!lua_isnil(L, -1)) {
+        rc = config_read_root(L, path, LUA_GLOBALSINDEX, "root", pool);
+        pool->health = config->health;
+        config->router.fallback = rc == 0 ? pool : NULL;
+    }
+    lua_pop(L, 1);
+    if (rc == 0 && !lua_isnil(L, -1)) {
+        rc = read_backend_list(L, path, "backends", pool);
+        pool->health = config->health;
         if (rc == 0)
-            rc = read_balance(L, path, LUA_GLOBALSINDEX, "balance", &config->default_pool);
-        config->router.fallback = rc == 0 ? &config->default_pool : NULL;
+            rc = read_balance(L, path, LUA_GLOBALSINDEX, "balance", pool);
+        config->router.fallback = rc == 0 ? pool : NULL;
     }
     lua_pop(L, 1);
     return rc;
@@ -185,9 +201,10 @@ static int site_name(const char *text, size_t length, char *out, size_t size, bo
     return 0;
 }
 
-/* Reads { backends = {...}, balance = "...", health_check = ... }, the table
- * on top of the stack, into pool. `setting` names the table in messages:
- * "pools.app", "sites[\"www.example.com\"]". */
+/* Reads { backends = {...}, balance = "...", health_check = ... } or
+ * { root = "/srv/www" }, the table on top of the stack, into pool.
+ * `setting` names the table in messages: "pools.app",
+ * "sites[\"www.example.com\"]". */
 static int read_pool_table(lua_State *L, const char *path, const char *setting,
                            const struct config *config, struct pool *pool)
 {
@@ -196,13 +213,22 @@ static int read_pool_table(lua_State *L, const char *path, const char *setting,
 
     snprintf(name, sizeof name, "%s.backends", setting);
     config_field(L, -1, "backends");
-    if (lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' is missing", name);
+    config_field(L, -2, "root");
+    if (!lua_isnil(L, -2) && !lua_isnil(L, -1)) {
+        config_error(path, "setting '%s': a pool has backends or root, not both", setting);
+        rc = -1;
+    } else if (!lua_isnil(L, -1)) {
+        snprintf(name, sizeof name, "%s.root", setting);
+        rc = config_read_root(L, path, -3, name, pool);
+    } else if (lua_isnil(L, -2)) {
+        config_error(path, "setting '%s' is missing (a pool has backends or root)", name);
         rc = -1;
     } else {
+        lua_pop(L, 1);
         rc = read_backend_list(L, path, name, pool);
+        lua_pushnil(L); /* in root's place */
     }
-    lua_pop(L, 1);
+    lua_pop(L, 2);
     if (rc == 0) {
         snprintf(name, sizeof name, "%s.balance", setting);
         rc = read_balance(L, path, -1, name, pool);
@@ -288,6 +314,7 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             continue;
         }
         config->pool_count++; /* so that config_free releases it */
+        named->pool.root_fd = -1;
         named->pool.down_time = config->default_pool.down_time;
         snprintf(setting, sizeof setting, "pools.%s", key);
         if (lua_type(L, -1) != LUA_TTABLE) {
@@ -296,8 +323,14 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        static const char *const fields[] = { "backends", "balance", "health_check", NULL };
+        static const char *const fields[] = { "backends", "balance", "health_check", "root",
+                                              "compress", "headers", "error_pages", NULL };
         rc = read_pool_table(L, path, setting, config, &named->pool);
+        if (rc == 0) {
+            char prefix[110];
+            snprintf(prefix, sizeof prefix, "%s.", setting);
+            rc = config_read_output(L, path, -1, prefix, &config->output, &named->pool.output);
+        }
         if (rc == 0) /* after the checks above, which explain a bare list better */
             rc = config_check_fields(L, path, setting, fields);
     }
@@ -326,7 +359,8 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
                           struct site *site)
 {
     static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
-                                          "access_log", "access_log_format", NULL };
+                                          "access_log", "access_log_format", "root", "compress",
+                                          "headers", "error_pages", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -350,13 +384,14 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         config_field(L, -2, "backends");
         config_field(L, -3, "balance");
         config_field(L, -4, "health_check");
-        if (!lua_isnil(L, -3) || !lua_isnil(L, -2) || !lua_isnil(L, -1)) {
+        config_field(L, -5, "root");
+        if (!lua_isnil(L, -4) || !lua_isnil(L, -3) || !lua_isnil(L, -2) || !lua_isnil(L, -1)) {
             config_error(path, "setting '%s' names a pool and its own %s: choose one", setting,
-                         !lua_isnil(L, -3) ? "backends" : !lua_isnil(L, -2) ? "balance"
-                                                                           : "health_check (set it on the pool)");
+                         !lua_isnil(L, -4) ? "backends" : !lua_isnil(L, -3) ? "balance"
+                         : !lua_isnil(L, -2) ? "health_check (set it on the pool)" : "root");
             rc = -1;
         }
-        lua_pop(L, 3);
+        lua_pop(L, 4);
     }
     lua_pop(L, 1);
     return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
@@ -492,6 +527,22 @@ static int read_site_log(lua_State *L, const char *path, const char *setting, st
     return rc;
 }
 
+/* compress, headers and error_pages of the site table on top of the
+ * stack, over those of its pool: a named pool's, or the top level's for
+ * the site's own (which gets the same). */
+static int read_site_output(lua_State *L, const char *path, const char *setting,
+                            const struct config *config, struct site *site)
+{
+    char prefix[310];
+
+    snprintf(prefix, sizeof prefix, "%s.", setting);
+    if (config_read_output(L, path, -1, prefix,
+                           site->pool == &site->own ? &config->output : &site->pool->output,
+                           &site->output) == -1)
+        return -1;
+    return site->pool == &site->own ? config_copy_output(path, &site->output, &site->own.output) : 0;
+}
+
 /* sites = { ["NAME"] = { backends = {...}, balance = "...", aliases = {...} }, ... } */
 int config_read_sites(lua_State *L, const char *path, struct config *config)
 {
@@ -550,6 +601,7 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             continue;
         }
         router->count++; /* so that config_free releases it */
+        site->own.root_fd = -1;
         snprintf(setting, sizeof setting, "sites[\"%.100s\"]", key);
         if (lua_type(L, -1) != LUA_TTABLE) {
             config_error(path, "setting '%s' must be a table like { backends = {...} } or "
@@ -562,6 +614,8 @@ int config_read_sites(lua_State *L, const char *path, struct config *config)
             rc = read_site_log(L, path, setting, site);
         if (rc == 0)
             rc = read_site_pool(L, path, setting, config, site);
+        if (rc == 0)
+            rc = read_site_output(L, path, setting, config, site);
     }
     if (rc == -1)
         lua_pop(L, 1); /* the key lua_next would have taken */

@@ -29,8 +29,8 @@ static void sync_health_checks(struct config *c)
     for (b = backend_first(); b != NULL; b = b->registry_next)
         b->check_wanted = NULL;
     for (size_t i = 0; (pool = config_pool_at(c, i)) != NULL; i++) {
-        if (!pool->health.enabled)
-            continue;
+        if (!pool->health.enabled || pool->root != NULL)
+            continue; /* a pool of files has no backends to check */
         for (size_t j = 0; j < pool->count; j++)
             if (pool->backends[j]->check_wanted == NULL)
                 pool->backends[j]->check_wanted = &pool->health;

@@ -7,6 +7,7 @@
 
 #include <lua.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Reads the response table at stack index `index` of L:
  *   { status = 200..599, location = "...", headers = { NAME = VALUE, ... },
@@ -20,5 +21,14 @@
  * out may then hold part of a response. */
 void route_answer_write(lua_State *L, int index, bool head_only, const char *connection,
                         struct buffer *out);
+
+/* True if s (length bytes) is a token (RFC 9110, section 5.6.2): a header
+ * name. */
+bool route_answer_is_token(const char *s, size_t length);
+
+/* True if s (length bytes) may be a header's value: visible characters,
+ * spaces, tabs and bytes of 0x80 and up; no other control characters (CR,
+ * LF and NUL above all). The config's `headers` are checked alike. */
+bool route_answer_is_field_value(const char *s, size_t length);
 
 #endif
