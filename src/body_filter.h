@@ -29,7 +29,10 @@ struct body_filter;
 
 struct body_filter_ops {
     /* The final head (never a 1xx): may edit it. Returns 0, or -1 if the
-     * response cannot go on (out of memory): the exchange fails it. */
+     * response cannot go on (out of memory): the exchange fails it. Called
+     * again, for rsp's own answer, when a backend's head was taken back
+     * before the client had a byte of it (exchange_fail_request): the
+     * filter starts over. */
     int (*head)(struct body_filter *f, struct relay *relay, struct response_head *head);
     /* Bytes of the body: what comes of them goes to body_filter_data(relay, f->next, ...). */
     void (*data)(struct body_filter *f, struct relay *relay, const char *data, size_t len);

@@ -13,6 +13,7 @@ int body_filter_head(struct relay *relay, struct response_head *head)
 {
     struct exchange *x = relay->x;
 
+    x->chunked = false; /* a head taken back (exchange_fail_request) is not the last */
     for (struct body_filter *f = x->filters; f != NULL; f = f->next)
         if (f->ops->head(f, relay, head) == -1)
             return -1;
