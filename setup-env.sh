@@ -41,7 +41,7 @@ BUILD_PACKAGES=(
 )
 
 # The daemons the developer's set brings (nginx-common's nginx.service,
-# haproxy's haproxy.service): tests and benchmarks start their own copies
+# haproxy's haproxy.service, caddy's caddy.service): tests and benchmarks start their own copies
 # with their own configs, so the system services are disabled and stopped.
 # (The other units the set's packages bring are timers that listen on
 # nothing: certbot.timer, logrotate.timer, dpkg-db-backup.timer.)

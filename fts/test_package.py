@@ -366,15 +366,16 @@ def test_setup_env_build_set_is_only_the_build():
     script = os.path.join(REPO, "setup-env.sh")
     build = run([script, "--build", "--list"]).stdout.split()
     assert set(build) == {"build-essential", "pkg-config", "libluajit-5.1-dev", "libssl-dev",
-                          "libjansson-dev", "libnghttp2-dev"}, build
+                          "libjansson-dev", "libnghttp2-dev", "zlib1g-dev", "libbrotli-dev",
+                          "libzstd-dev"}, build
     everything = run([script, "--list"]).stdout.split()
     assert set(build) <= set(everything), everything
-    assert {"nginx", "haproxy"} <= set(everything)
+    assert {"nginx", "haproxy", "caddy"} <= set(everything)
 
 
-@pytest.mark.parametrize("daemon", ["nginx", "haproxy"])
+@pytest.mark.parametrize("daemon", ["nginx", "haproxy", "caddy"])
 def test_setup_env_leaves_daemons_disabled(daemon):
-    """After ./setup-env.sh (which .ci/run runs first) nginx and haproxy,
+    """After ./setup-env.sh (which .ci/run runs first) nginx, haproxy and caddy,
     installed for the tests, do not start at boot: systemctl is-enabled
     says disabled (the tests start their own copies). Without systemctl
     the SysV start links are checked."""

@@ -30,7 +30,8 @@
  *    invalid or contradictory Content-Length is 502 whatever the status.
  *    backend_closes: close-delimited, Transfer-Encoding in an HTTP/1.0
  *    response (RFC 9112, 6.1), or what Connection says for the version.
- *  - response_write_head, for each connection mode and dechunk false/true:
+ *  - response_head_from_backend then response_head_write (with the mode's
+ *    Connection line), for each connection mode and dechunk false/true:
  *    the head parses again to HTTP_DONE as HTTP/1.1 with the same status
  *    and reason; its headers are the backend's end-to-end ones, in order
  *    and unchanged, then exactly the mode's Connection line: no
@@ -54,6 +55,7 @@
 #include "buffer.h"
 #include "http.h"
 #include "response.h"
+#include "response_head.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -533,7 +535,15 @@ static void check_written(const struct http_request *res, const char *buf,
     const char *line = response_connection_line(mode);
 
     CHECK(strcmp(line, mode_lines[mode]) == 0, "response_connection_line(%d) is \"%s\"", mode, line);
-    CHECK(response_write_head(res, buf, mode, dechunk, NULL, &out) == 0, "response_write_head failed");
+    struct response_head_options options = { mode == CONNECTION_UPGRADE, dechunk, false };
+    struct response_head head;
+    /* The framing decides the head's body, not its fields: any will do
+     * for a head whose framing is broken (info NULL). */
+    CHECK(response_head_from_backend(&head, res, buf, info != NULL ? info->framing : FRAMING_CLOSE,
+                                     info != NULL ? info->length : 0, &options) == 0,
+          "response_head_from_backend failed");
+    CHECK(response_head_write(&head, line, &out) == 0, "response_head_write failed");
+    response_head_free(&head);
     size_t len = buffer_length(&out);
     char *sent = copy_of(out.data + out.start, len);
     buffer_free(&out);

@@ -35,7 +35,6 @@
  * response has ended where its framing says, the backend connection goes
  * back to its pool and, if the client connection stays open, the next
  * exchange begins (relay.c calls exchange_next). */
-#define _GNU_SOURCE /* memmem */
 #include "exchange_private.h"
 
 #include "buffering.h"
@@ -119,20 +118,6 @@ enum response_connection exchange_client_connection(const struct relay *relay)
     return relay->x->minor_version == 0 ? CONNECTION_KEEP_ALIVE : CONNECTION_PERSIST;
 }
 
-/* The header lines that end rsp's own answers: how the connection goes
- * on, after the HSTS line on an HTTPS connection (tls.hsts). `room` holds
- * the two together when both are needed. */
-const char *exchange_own_lines(const struct relay *relay, char *room, size_t size)
-{
-    const char *connection = response_connection_line(exchange_client_connection(relay));
-    const char *hsts = relay->config->tls.hsts_line;
-
-    if (!relay->tls || hsts[0] == '\0')
-        return connection;
-    snprintf(room, size, "%s%s", hsts, connection);
-    return room;
-}
-
 /* The request was read whole: the client's next bytes are its next
  * request, or are drained if this response is over and closes. */
 void exchange_request_read(struct relay *relay)
@@ -154,6 +139,8 @@ void exchange_response_finished(struct relay *relay)
 {
     struct exchange *x = relay->x;
 
+    if (!x->response_done)
+        body_filter_end(relay, x->filters);
     x->response_done = true;
     x->response_ended = reactor_now();
     if (x->phase == PHASE_SENT || x->phase == PHASE_DRAIN)
@@ -170,17 +157,69 @@ void exchange_response_finished(struct relay *relay)
             x->phase = PHASE_DRAIN;
     }
 }
+/* rsp's own answer (exchange_answer_ourselves) goes out whole at once:
+ * nothing to resume, nothing held. */
+static const struct producer_ops own_answer = { .resume = NULL, .stop = NULL };
+
+/* Stops the exchange's producer, if it has one. */
+static void stop_producer(struct relay *relay)
+{
+    const struct producer_ops *producer = relay->x->producer;
+
+    if (producer != NULL && producer->stop != NULL)
+        producer->stop(relay);
+}
+
+void exchange_resume_producer(struct relay *relay)
+{
+    const struct producer_ops *producer = relay->x->producer;
+
+    if (producer != NULL && producer->resume != NULL && buffering_client_ready(relay))
+        producer->resume(relay);
+}
+
+/* Sends rsp's own head and body (head->body NONE: none) through the
+ * filters. Returns 0, or -1 if out of memory. */
+static int send_own(struct relay *relay, struct response_head *head, const char *body)
+{
+    struct exchange *x = relay->x;
+
+    if (body_filter_head(relay, head) == -1 ||
+        relay->client_ops->head(relay, head, exchange_client_connection(relay)) == -1)
+        return -1;
+    x->status = head->status;
+    x->response_started = true;
+    if (head->body != RESPONSE_BODY_NONE)
+        body_filter_data(relay, x->filters, body, (size_t)head->length);
+    return 0;
+}
+
 /* Sends an answer of rsp's own instead of a backend's: data, a whole
- * response as reply_append writes it ("HTTP/1.1 NNN ...", head, body). */
+ * response as reply_append writes it ("HTTP/1.1 NNN ...", head, body),
+ * without the Connection and HSTS lines, which the client side adds. */
 void exchange_answer_ourselves(struct relay *relay, const char *data, size_t length)
 {
     struct exchange *x = relay->x;
-    const char *end = memmem(data, length, "\r\n\r\n", 4);
+    struct response_head head;
+    size_t body = 0;
+    int rc;
 
-    relay->client_ops->answer(relay, data, length);
-    x->status = length > 12 ? atoi(data + 9) : 0;
-    x->body_bytes += end != NULL ? length - (size_t)(end + 4 - data) : 0;
-    x->response_started = true;
+    x->producer = &own_answer;
+    /* The head and the body leave together, in one write. */
+    if (relay->client_ops->hold != NULL)
+        relay->client_ops->hold(relay, true);
+    rc = response_head_parse(&head, data, length, &body);
+    if (rc == 0)
+        rc = send_own(relay, &head, data + body);
+    response_head_free(&head);
+    if (relay->client_ops->hold != NULL)
+        relay->client_ops->hold(relay, false);
+    if (rc == -1) {
+        log_msg("out of memory answering %s", relay->client_address);
+        x->phase = PHASE_DRAIN;
+        relay->client_ops->fail(relay);
+        return;
+    }
     x->phase = x->keep_client ? PHASE_SENT : PHASE_DRAIN;
     /* The connection stays: the next request follows the head in the
      * buffer (there was no body, or keep_client would be false). */
@@ -193,7 +232,6 @@ void exchange_fail_request(struct relay *relay, int status)
 {
     struct exchange *x = exchange_begin(relay);
     struct buffer answer = BUFFER_INIT;
-    char lines[128];
 
     if (x == NULL) {
         relay->client_ops->fail(relay);
@@ -204,7 +242,7 @@ void exchange_fail_request(struct relay *relay, int status)
      * the log yet (request_ready does it); later, the head is gone. */
     if (x->phase == PHASE_HEAD)
         access_log_capture(relay);
-    exchange_release_backend(relay);
+    stop_producer(relay);
     if (x->response_started && relay->client_ops->take_back(relay)) {
         /* The head is still held with the body bytes read with it
          * (connection_cork): the client has had nothing yet, and can
@@ -221,7 +259,7 @@ void exchange_fail_request(struct relay *relay, int status)
     x->keep_client = x->request_complete && exchange_client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    if (reply_error(&answer, status, exchange_is_head_request(relay), exchange_own_lines(relay, lines, sizeof lines)) == -1) {
+    if (reply_error(&answer, status, exchange_is_head_request(relay), "") == -1) {
         log_msg("out of memory answering %d", status);
         buffer_free(&answer);
         x->phase = PHASE_DRAIN;
@@ -283,7 +321,8 @@ void exchange_free(struct relay *relay)
         stats_observe(&site->duration, exchange_seconds(x));
     }
     buffer_free(&x->log_fields);
-    exchange_release_backend(relay);
+    stop_producer(relay);
+    body_filter_free_all(relay);
     free(x->request);
     x->request = NULL;
     request_info_free(&x->info);

@@ -22,22 +22,25 @@ bool exchange_client_may_stay(const struct relay *relay);
 /* How the response must say the client connection goes on. */
 enum response_connection exchange_client_connection(const struct relay *relay);
 
-/* The header lines that end rsp's own answers (room: for HSTS with them). */
-const char *exchange_own_lines(const struct relay *relay, char *room, size_t size);
-
 /* The request was read whole. */
 void exchange_request_read(struct relay *relay);
 
 /* The last byte of the response is in the client's queue. */
 void exchange_response_finished(struct relay *relay);
 
-/* Sends an answer of rsp's own (a whole response) instead of a backend's. */
+/* Sends an answer of rsp's own (a whole response as reply_append writes
+ * it, with "" for its connection line) instead of a backend's. */
 void exchange_answer_ourselves(struct relay *relay, const char *data, size_t length);
 
 /* How long the exchange's request took, as logged and counted: from its
  * first byte to its response's last queued for the client (or to now, for
  * a client that left before). */
 double exchange_seconds(const struct exchange *x);
+
+/* exchange_response.c */
+
+/* The backend as the exchange's producer (exchange_connect sets it). */
+extern const struct producer_ops exchange_backend_producer;
 
 /* exchange_request.c */
 

@@ -31,8 +31,7 @@ static void bad_response(struct relay *relay, const char *what)
     exchange_fail_request(relay, 502);
 }
 
-/* Bytes of a response body (or of a tunnel) for the client, counted for
- * the access log. */
+/* Bytes of a tunnel for the client, counted for the access log. */
 static void to_client(struct relay *relay, const char *data, size_t len)
 {
     relay->x->body_bytes += len;
@@ -42,13 +41,20 @@ static void to_client(struct relay *relay, const char *data, size_t len)
         relay->client_ops->write(relay, data, len);
 }
 
-/* Takes the chunked coding off for an HTTP/1.0 client or an HTTP/2 stream
- * (body.h's on_data). */
+/* Bytes of the body for the filters and the client. */
+static void to_filters(struct relay *relay, const char *data, size_t len)
+{
+    body_filter_data(relay, relay->x->filters, data, len);
+}
+
+/* The body's bytes alone, the chunked coding taken off: for an HTTP/1.0
+ * client, an HTTP/2 stream, or filters that change the body (body.h's
+ * on_data). */
 static void dechunked_data(void *context, const char *data, size_t len)
 {
     struct relay *relay = context;
 
-    to_client(relay, data, len);
+    to_filters(relay, data, len);
 }
 
 /* Bytes of the response body. */
@@ -58,7 +64,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
     ssize_t n;
 
     if (x->framing == FRAMING_CLOSE) {
-        to_client(relay, data, len);
+        to_filters(relay, data, len);
         return;
     }
     if (x->response_done) {
@@ -73,7 +79,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
         return;
     }
     if (!x->dechunk)
-        to_client(relay, data, (size_t)n);
+        to_filters(relay, data, (size_t)n);
     if (x->response_body.done) {
         if ((size_t)n < len)
             x->upstream_reusable = false;
@@ -85,10 +91,17 @@ static void response_body(struct relay *relay, const char *data, size_t len)
  * HTTP/1.0 ones, which do not know them. */
 static int forward_interim(struct relay *relay, const char *buf)
 {
+    static const struct response_head_options interim = { false, false, false };
+    struct response_head head;
+    int rc;
+
     if (relay->x->minor_version == 0)
         return 0;
-    return relay->client_ops->head(relay, relay->x->response, buf, CONNECTION_PERSIST, false, NULL,
-                                   false);
+    if (response_head_from_backend(&head, relay->x->response, buf, FRAMING_NONE, 0, &interim) == -1)
+        return -1;
+    rc = relay->client_ops->head(relay, &head, CONNECTION_PERSIST);
+    response_head_free(&head);
+    return rc;
 }
 
 /* The final head is parsed: decide how the response ends and how the
@@ -97,8 +110,10 @@ static int start_response(struct relay *relay, const char *buf)
 {
     struct exchange *x = relay->x;
     struct response_info info;
+    struct response_head head;
     bool upgrading = x->response->status == 101;
     enum response_connection mode;
+    int rc;
 
     if (upgrading && !x->upgrade)
         return 502; /* a 101 nobody asked for */
@@ -106,15 +121,28 @@ static int start_response(struct relay *relay, const char *buf)
         return 502;
     x->framing = info.framing;
     x->upstream_reusable = !info.backend_closes && !upgrading;
-    x->dechunk = (x->minor_version == 0 || relay->client_ops->is_stream) &&
-                 info.framing == FRAMING_CHUNKED;
-    x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !x->dechunk &&
-                     !upgrading && exchange_client_may_stay(relay);
+    struct response_head_options options = {
+        .upgrade = upgrading,
+        .dechunk = (x->minor_version == 0 || relay->client_ops->is_stream) && info.framing == FRAMING_CHUNKED,
+        .replace_hsts = relay->tls && relay->config->tls.hsts_line[0] != '\0',
+    };
+    x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !upgrading &&
+                     exchange_client_may_stay(relay);
+    if (response_head_from_backend(&head, x->response, buf, info.framing, info.length, &options) == -1) {
+        log_msg("out of memory writing a response head");
+        return 502;
+    }
+    /* A tunnel's bytes are no body: the filters see none of it. */
+    rc = upgrading ? 0 : body_filter_head(relay, &head);
+    /* A body of unknown length now (HTTP/1.0 client, stream, or filters
+     * that change it): its bytes alone. */
+    x->dechunk = info.framing == FRAMING_CHUNKED && head.body == RESPONSE_BODY_UNKNOWN;
     mode = upgrading ? CONNECTION_UPGRADE : exchange_client_connection(relay);
     buffering_response_start(relay, upgrading);
-    if (relay->client_ops->head(relay, x->response, buf, mode, x->dechunk,
-                                relay->tls ? relay->config->tls.hsts_line : NULL,
-                                info.framing != FRAMING_NONE) == -1) {
+    if (rc == 0)
+        rc = relay->client_ops->head(relay, &head, mode);
+    response_head_free(&head);
+    if (rc == -1) {
         log_msg("out of memory writing a response head");
         return 502;
     }
@@ -282,6 +310,7 @@ static bool response_splices(const struct relay *relay)
 
     return relay->config->scaling.splice && relay->client_ops->splice_from != NULL &&
            x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
+           x->filters == NULL &&
            buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
             (x->framing == FRAMING_LENGTH &&
@@ -351,7 +380,9 @@ static bool backend_read_once(struct relay *relay, struct connection *backend)
     return false;
 }
 
-static void backend_readable(struct relay *relay)
+/* Reads the backend while it has bytes and the client keeps up, a few
+ * reads at most. */
+static void read_batch(struct relay *relay)
 {
     for (int i = 0; i < RELAY_READS_PER_EVENT; i++) {
         struct connection *backend = relay_backend(relay);
@@ -368,6 +399,28 @@ static void backend_readable(struct relay *relay)
             return;
     }
 }
+
+/* A batch of reads from the backend: then the filters pass on what they
+ * hold (the backend has no more for now). */
+static void backend_readable(struct relay *relay)
+{
+    read_batch(relay);
+    if (!relay->x->response_done)
+        body_filter_flush(relay, relay->x->filters);
+}
+
+/* The backend is read again (exchange_resume_producer). */
+static void backend_resume(struct relay *relay)
+{
+    struct connection *backend = relay_backend(relay);
+
+    if (backend != NULL)
+        backend->paused = false;
+}
+
+const struct producer_ops exchange_backend_producer = {
+    .resume = backend_resume, .stop = exchange_release_backend,
+};
 
 void exchange_upstream_event(void *owner, uint32_t events)
 {

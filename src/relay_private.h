@@ -7,14 +7,17 @@
 #define RSP_RELAY_PRIVATE_H
 
 #include "backend.h"
+#include "body_filter.h"
 #include "buffer.h"
 #include "config.h"
 #include "connection.h"
 #include "http.h"
+#include "producer.h"
 #include "reactor.h"
 #include "relay.h"
 #include "request.h"
 #include "response.h"
+#include "response_head.h"
 #include "timer.h"
 #include "upstream.h"
 
@@ -46,13 +49,13 @@ struct response_spool;
  * flags (read_done, write_done, paused, broken, piped) are the client
  * side's state either way (a stream's has no socket: connection_init_none). */
 struct client_ops {
-    /* A response head, interim (1xx) or final: the backend's, parsed into
-     * response in buf, as response_write_head takes it; has_body false
-     * when nothing follows it. Returns 0, or -1 if out of memory. */
-    int (*head)(struct relay *relay, const struct http_request *response, const char *buf,
-                enum response_connection mode, bool dechunk, const char *hsts, bool has_body);
-    /* A whole answer of rsp's own, as reply_append writes it. */
-    void (*answer)(struct relay *relay, const char *data, size_t length);
+    /* A response head, interim (1xx) or final, written out for the
+     * client: HTTP/1 adds rsp's HSTS line to a final head on an HTTPS
+     * connection (relay->tls) and the Connection line for mode; HTTP/2
+     * sends its fields as the stream's HEADERS, with the HSTS field.
+     * head->body NONE: nothing follows it. Returns 0, or -1 if out of
+     * memory. */
+    int (*head)(struct relay *relay, const struct response_head *head, enum response_connection mode);
     /* "100 Continue": the client may send its body. */
     void (*proceed)(struct relay *relay);
     /* Bytes of a response body (or of a tunnel). */
@@ -133,6 +136,9 @@ struct exchange {
     size_t drained;                  /* bytes dropped in PHASE_DRAIN */
     bool response_buffered;          /* it may wait in rsp for a slow client (buffering.c) */
     struct response_spool *response_spool; /* what waits beyond the client's queue, or NULL */
+    const struct producer_ops *producer; /* what answers it (producer.h), or NULL: none yet */
+    struct body_filter *filters;     /* the chain to the client (body_filter.h); NULL: none */
+    bool chunked;                    /* rsp frames the body in chunks (body_filter_head) */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */
@@ -191,6 +197,16 @@ struct relay {
 static inline struct connection *relay_backend(const struct relay *relay)
 {
     return relay->x->upstream != NULL ? &relay->x->upstream->conn : NULL;
+}
+
+/* rsp's Strict-Transport-Security line (config tls.hsts) for a head sent
+ * to the client: on an HTTPS connection, for a final head (and a 101);
+ * else "". */
+static inline const char *relay_hsts_line(const struct relay *relay, const struct response_head *head)
+{
+    if (!relay->tls || (head->status < 200 && head->status != 101))
+        return "";
+    return relay->config->tls.hsts_line;
 }
 
 /* exchange.c, exchange_request.c and exchange_response.c */
@@ -258,6 +274,10 @@ void exchange_release_backend(struct relay *relay);
  * backend, or a new connect to the next address or backend. If nothing is
  * left to try, answers `status` (502: and says the pool is unreachable). */
 void exchange_connect(struct relay *relay, int status);
+
+/* Resumes the exchange's producer if the client has taken its queue down
+ * (buffering_client_ready) and the producer waits for that. */
+void exchange_resume_producer(struct relay *relay);
 
 /* Frees what the exchange holds. */
 void exchange_free(struct relay *relay);

@@ -1,5 +1,5 @@
-/* response.h -- what a backend's response head means, and the head the
- * client receives.
+/* response.h -- what a backend's response head means, and how the client
+ * connection goes on after it.
  *
  * A response's end is found from its head alone (RFC 9112, section 6.3):
  *
@@ -53,17 +53,5 @@ enum response_connection {
 
 /* The Connection header line (with its CRLF) that says `mode`, or "". */
 const char *response_connection_line(enum response_connection mode);
-
-/* Appends to out the head the client receives: "HTTP/1.1", the backend's
- * status and reason, its headers without the hop-by-hop ones (Connection
- * and what it lists, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade
- * unless upgrading; Content-Length beside chunked; Transfer-Encoding too
- * when `dechunk`: the body reaches an HTTP/1.0 client without its
- * chunked coding), then the Connection line for mode. `hsts`, if not NULL
- * or "", is rsp's own Strict-Transport-Security line (config tls.hsts),
- * which replaces any the backend sent. Returns 0, or -1 if out of memory. */
-int response_write_head(const struct http_request *res, const char *buf,
-                        enum response_connection mode, bool dechunk, const char *hsts,
-                        struct buffer *out);
 
 #endif

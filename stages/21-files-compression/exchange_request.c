@@ -125,6 +125,7 @@ void exchange_connect(struct relay *relay, int status)
     struct exchange *x = relay->x;
 
     x->phase = PHASE_CONNECTING;
+    x->producer = &exchange_backend_producer;
     switch (connect_next(relay)) {
     case 1:
         if (buffer_length(&x->replay) > 0)
@@ -181,10 +182,9 @@ static bool ask_route(struct relay *relay)
     struct route_request rq = { &view, &x->info, relay->client_address };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
-    char lines[128];
 
     x->keep_client = x->request_complete && exchange_client_may_stay(relay);
-    switch (route_call(&relay->config->route, &rq, x->head_method, exchange_own_lines(relay, lines, sizeof lines),
+    switch (route_call(&relay->config->route, &rq, x->head_method, "",
                        &pool, &answer)) {
     case ROUTE_DEFAULT:
         return false;
@@ -212,13 +212,8 @@ static bool answer_plain_http(struct relay *relay)
     struct exchange *x = relay->x;
     struct request_view view = relay_request_view(relay);
     struct buffer answer = BUFFER_INIT;
-    bool keep = x->request_complete && exchange_client_may_stay(relay);
-    int rc;
+    int rc = https_plain_answer(relay->config, &view, &x->info, x->head_method, "", &answer);
 
-    x->keep_client = keep;
-    rc = https_plain_answer(relay->config, &view, &x->info, x->head_method,
-                            response_connection_line(exchange_client_connection(relay)), &answer);
-    x->keep_client = false;
     if (rc == 0)
         return false;
     if (rc == -1) {
@@ -227,7 +222,7 @@ static bool answer_plain_http(struct relay *relay)
         exchange_fail_request(relay, 500);
         return true;
     }
-    x->keep_client = keep;
+    x->keep_client = x->request_complete && exchange_client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
     exchange_answer_ourselves(relay, buffer_bytes(&answer), buffer_length(&answer));

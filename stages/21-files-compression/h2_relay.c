@@ -30,7 +30,6 @@
  * when the session is done, the client leaves, or its own timeout fires:
  * with no stream, keepalive_timeout after the last one ended; a stream's
  * own waits have their own deadlines (relay_time.c), as a request's. */
-#define _GNU_SOURCE /* memmem */
 #include "relay_private.h"
 
 #include "access_log.h"
@@ -268,43 +267,30 @@ static void on_rejected(void *closure, int32_t id, int status, const char *reaso
 
 /* The client side of a stream (struct client_ops). */
 
-/* Submits a response head written as HTTP/1 (response_write_head's or
- * reply_append's) as the stream's HEADERS. Returns 0, or -1. */
-static int submit_head(struct relay *stream, const char *text, size_t length, bool has_body)
+/* Sends a response head as the stream's HEADERS: its fields, and rsp's
+ * HSTS field (relay_hsts_line, split at its colon). HTTP/2 has no
+ * Connection field: mode is HTTP/1's. Returns 0, or -1 if out of memory. */
+static int stream_head(struct relay *stream, const struct response_head *head, enum response_connection mode)
 {
-    static const struct http_limits limits = { 65536, 65536 };
-    struct http_request *res = malloc(sizeof *res);
-    struct h2_header fields[HTTP_MAX_HEADERS];
-    int rc = -1;
-
-    if (res == NULL)
-        return -1;
-    http_request_init(res);
-    if (http_parse_response(res, text, length, &limits) == HTTP_DONE) {
-        for (size_t i = 0; i < res->header_count; i++)
-            fields[i] = (struct h2_header){
-                { text + res->headers[i].name.offset, res->headers[i].name.length },
-                { text + res->headers[i].value.offset, res->headers[i].value.length },
-            };
-        rc = h2_respond(session_of(stream), stream->stream_id, res->status, fields, res->header_count,
-                        has_body);
-    }
-    free(res);
-    return rc;
-}
-
-static int stream_head(struct relay *stream, const struct http_request *response, const char *buf,
-                       enum response_connection mode, bool dechunk, const char *hsts, bool has_body)
-{
-    struct buffer out = BUFFER_INIT;
+    const char *hsts = relay_hsts_line(stream, head), *colon = strchr(hsts, ':');
+    struct h2_header *fields = malloc((head->count + 1) * sizeof *fields);
+    size_t n = 0;
     int rc;
 
-    if (response_write_head(response, buf, mode, dechunk, hsts, &out) == -1) {
-        buffer_free(&out);
+    (void)mode;
+    if (fields == NULL)
         return -1;
-    }
-    rc = submit_head(stream, buffer_bytes(&out), buffer_length(&out), has_body);
-    buffer_free(&out);
+    for (size_t i = 0; i < head->count; i++)
+        fields[n++] = (struct h2_header){
+            { head->fields[i].name, head->fields[i].name_length },
+            { head->fields[i].value, head->fields[i].value_length },
+        };
+    if (colon != NULL) /* "Name: value\r\n" */
+        fields[n++] = (struct h2_header){ { hsts, (size_t)(colon - hsts) },
+                                          { colon + 2, strlen(colon + 2) - 2 } };
+    rc = h2_respond(session_of(stream), stream->stream_id, head->status, fields, n,
+                    head->body != RESPONSE_BODY_NONE);
+    free(fields);
     return rc;
 }
 
@@ -314,19 +300,6 @@ static void stream_fail(struct relay *stream)
         h2_reset_stream(session_of(stream), stream->stream_id,
                         stream->x->response_done ? H2_NO_ERROR : H2_INTERNAL_ERROR);
     stream->client.broken = stream->client.read_done = stream->client.write_done = true;
-}
-
-static void stream_answer(struct relay *stream, const char *data, size_t length)
-{
-    const char *end = memmem(data, length, "\r\n\r\n", 4);
-    size_t head = end != NULL ? (size_t)(end + 4 - data) : length;
-    bool has_body = head < length; /* an answer to HEAD has none */
-
-    if (submit_head(stream, data, head, has_body) == -1 ||
-        (has_body && h2_write_body(session_of(stream), stream->stream_id, data + head, length - head) == -1)) {
-        log_msg("out of memory answering an HTTP/2 stream of %s", stream->client_address);
-        stream_fail(stream);
-    }
 }
 
 static void stream_proceed(struct relay *stream)
@@ -365,7 +338,7 @@ static bool stream_take_back(struct relay *stream)
 
 /* A stream's body goes as DATA frames, never chunked, never spliced. */
 static const struct client_ops h2_stream_client = {
-    .head = stream_head, .answer = stream_answer, .proceed = stream_proceed, .write = stream_write,
+    .head = stream_head, .proceed = stream_proceed, .write = stream_write,
     .queued = stream_queued, .end = stream_end_response, .fail = stream_fail,
     .take_back = stream_take_back, .hold = NULL, .splice_from = NULL, .is_stream = true,
 };
@@ -398,8 +371,7 @@ static void stream_settle(struct relay *stream)
         exchange_release_backend(stream);
         backend = NULL;
     }
-    if (backend != NULL && buffering_client_ready(stream))
-        backend->paused = false;
+    exchange_resume_producer(stream);
     if ((backend != NULL && connection_update(backend) == -1) || relay_time_arm(stream) == -1) {
         log_msg("out of memory serving an HTTP/2 stream of %s", stream->client_address);
         stream_fail(stream);

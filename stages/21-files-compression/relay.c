@@ -223,8 +223,7 @@ void relay_settle_or_close(struct relay *relay)
     /* Reading the backend: only while the client keeps up and is there. */
     if (backend != NULL && client->write_done)
         backend->read_done = true;
-    if (backend != NULL && buffering_client_ready(relay))
-        backend->paused = false;
+    exchange_resume_producer(relay);
 
     /* While it is not read the client must still be noticed if it hangs
      * up, up to a limit on what it may send meanwhile. */
@@ -322,13 +321,13 @@ static void format_address(const struct sockaddr *address, char *out, size_t siz
 /* The client side of an HTTP/1 connection (struct client_ops): its
  * socket's queue. */
 
-static int http1_head(struct relay *relay, const struct http_request *response, const char *buf,
-                      enum response_connection mode, bool dechunk, const char *hsts, bool has_body)
+static int http1_head(struct relay *relay, const struct response_head *head, enum response_connection mode)
 {
     struct buffer out = BUFFER_INIT;
+    char extra[256];
 
-    (void)has_body; /* the head's own framing says it */
-    if (response_write_head(response, buf, mode, dechunk, hsts, &out) == -1) {
+    snprintf(extra, sizeof extra, "%s%s", relay_hsts_line(relay, head), response_connection_line(mode));
+    if (response_head_write(head, extra, &out) == -1) {
         buffer_free(&out);
         return -1;
     }
@@ -382,12 +381,12 @@ static ssize_t http1_splice_from(struct relay *relay, struct connection *from, s
 
 /* Plain HTTP splices (chapter 16); TLS bytes must be encrypted by us. */
 static const struct client_ops http1_client = {
-    .head = http1_head, .answer = http1_write, .proceed = http1_proceed, .write = http1_write,
+    .head = http1_head, .proceed = http1_proceed, .write = http1_write,
     .queued = http1_queued, .end = http1_end, .fail = http1_fail, .take_back = http1_take_back,
     .hold = http1_hold, .splice_from = http1_splice_from,
 };
 static const struct client_ops http1_tls_client = {
-    .head = http1_head, .answer = http1_write, .proceed = http1_proceed, .write = http1_write,
+    .head = http1_head, .proceed = http1_proceed, .write = http1_write,
     .queued = http1_queued, .end = http1_end, .fail = http1_fail, .take_back = http1_take_back,
     .hold = http1_hold, .splice_from = NULL,
 };

@@ -1,4 +1,4 @@
-/* response.c -- reading a backend's response head, writing the client's. */
+/* response.c -- reading a backend's response head. */
 #include "response.h"
 
 #include <string.h>
@@ -83,62 +83,4 @@ const char *response_connection_line(enum response_connection mode)
     case CONNECTION_UPGRADE:    return "Connection: upgrade\r\n";
     }
     return "";
-}
-
-static int append_span(struct buffer *out, const char *buf, struct http_span span)
-{
-    return buffer_append(out, buf + span.offset, span.length);
-}
-
-static int append_text(struct buffer *out, const char *text)
-{
-    return buffer_append(out, text, strlen(text));
-}
-
-int response_write_head(const struct http_request *res, const char *buf,
-                        enum response_connection mode, bool dechunk, const char *hsts,
-                        struct buffer *out)
-{
-    bool chunked = false;
-    int rc = 0;
-
-    for (size_t i = 0; i < res->header_count; i++)
-        chunked |= http_span_is(buf, res->headers[i].name, "transfer-encoding");
-
-    /* "HTTP/1.x " is 9 bytes; the status and reason follow as sent. */
-    rc |= append_text(out, "HTTP/1.1 ");
-    for (size_t end = 9; ; end++) {
-        if (buf[end] == '\r' || buf[end] == '\n') {
-            rc |= buffer_append(out, buf + 9, end - 9);
-            break;
-        }
-    }
-    rc |= append_text(out, "\r\n");
-    for (size_t i = 0; i < res->header_count; i++) {
-        const struct http_header *h = &res->headers[i];
-
-        if (mode == CONNECTION_UPGRADE && http_span_is(buf, h->name, "upgrade")) {
-            /* the one hop-by-hop header a 101 passes on */
-        } else if (http_is_hop_by_hop(buf, res->headers, res->header_count, h->name)) {
-            continue;
-        }
-        if (http_span_is(buf, h->name, "content-length") && (chunked || dechunk))
-            continue;
-        if (http_span_is(buf, h->name, "transfer-encoding") && dechunk)
-            continue;
-        if (hsts != NULL && hsts[0] != '\0' && http_span_is(buf, h->name, "strict-transport-security"))
-            continue;
-        /* A backend's word to its proxy, not the client's (chapter 17). */
-        if (http_span_is(buf, h->name, "x-accel-buffering"))
-            continue;
-        rc |= append_span(out, buf, h->name);
-        rc |= append_text(out, ": ");
-        rc |= append_span(out, buf, h->value);
-        rc |= append_text(out, "\r\n");
-    }
-    if (hsts != NULL)
-        rc |= append_text(out, hsts);
-    rc |= append_text(out, response_connection_line(mode));
-    rc |= append_text(out, "\r\n");
-    return rc == 0 ? 0 : -1;
 }
