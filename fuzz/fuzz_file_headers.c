@@ -106,11 +106,11 @@ static void check_date(const char *s, size_t n)
 
 static void check_accept_encoding(const char *s, size_t n)
 {
-    enum content_coding all = accept_encoding_choose(s, n, CODING_ALL);
-    for (unsigned mask = 0; mask <= CODING_ALL; mask += 2) {
-        enum content_coding c = accept_encoding_choose(s, n, mask);
-        CHECK(c == CODING_NONE || (mask & CODING_BIT(c)), "%d not allowed by %u", c, mask);
-        if (all != CODING_NONE && (mask & CODING_BIT(all)))
+    enum encoding all = accept_encoding_choose(s, n, ENCODING_ALL);
+    for (unsigned mask = 0; mask <= ENCODING_ALL; mask += 2) {
+        enum encoding c = accept_encoding_choose(s, n, mask);
+        CHECK(c == ENCODING_NONE || (mask & ENCODING_BIT(c)), "%d not allowed by %u", c, mask);
+        if (all != ENCODING_NONE && (mask & ENCODING_BIT(all)))
             CHECK(c == all, "allowing fewer changed %d to %d", all, c);
     }
 }

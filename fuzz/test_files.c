@@ -78,44 +78,43 @@ static void test_http_date(void)
 static void test_accept_encoding(void)
 {
     current = "accept_encoding";
-    struct { const char *value; unsigned allowed; enum content_coding want; } cases[] = {
-        { "gzip, deflate, br", CODING_ALL, CODING_BR },
-        { "gzip, deflate, br, zstd", CODING_ALL, CODING_BR },
-        { "gzip, zstd", CODING_ALL, CODING_ZSTD },
-        { "gzip", CODING_ALL, CODING_GZIP },
-        { "x-gzip", CODING_ALL, CODING_GZIP },
-        { "GZIP", CODING_ALL, CODING_GZIP },
-        { "br;q=0.5, gzip;q=0.8", CODING_ALL, CODING_GZIP },
-        { "br;q=0.5 , gzip ; q=0.5", CODING_ALL, CODING_BR },
-        { "br;q=0, gzip", CODING_ALL, CODING_GZIP },
-        { "br;q=0", CODING_ALL, CODING_NONE },
-        { "*", CODING_ALL, CODING_BR },
-        { "*;q=0.1, gzip;q=0.5", CODING_ALL, CODING_GZIP },
-        { "*;q=0", CODING_ALL, CODING_NONE },
-        { "identity", CODING_ALL, CODING_NONE },
-        { "", CODING_ALL, CODING_NONE },
-        { "deflate", CODING_ALL, CODING_NONE },
-        { "br", CODING_BIT(CODING_GZIP), CODING_NONE },
-        { "br, gzip", CODING_BIT(CODING_GZIP), CODING_GZIP },
-        { "br;q=1.5, gzip", CODING_ALL, CODING_GZIP },
-        { "br;q=0.1234, gzip;q=0.1", CODING_ALL, CODING_GZIP },
-        { "br;q=abc, gzip;q=0.1", CODING_ALL, CODING_GZIP },
-        { "br;q=1.000", CODING_ALL, CODING_BR },
-        { "br;q=1.001, gzip", CODING_ALL, CODING_GZIP },
-        { "br;foo=\"a,b;q=0\";q=0.9, gzip;q=0.8", CODING_ALL, CODING_BR },
-        { "br junk, gzip", CODING_ALL, CODING_GZIP },
-        { ",,, ,gzip,,", CODING_ALL, CODING_GZIP },
-        { "\tbr\t;\tq=0.7", CODING_ALL, CODING_BR },
-        { "gzip;q=0.001", CODING_ALL, CODING_GZIP },
+    struct { const char *value; unsigned allowed; enum encoding want; } cases[] = {
+        { "gzip, deflate, br", ENCODING_ALL, ENCODING_BR },
+        { "gzip, deflate, br, zstd", ENCODING_ALL, ENCODING_BR },
+        { "gzip, zstd", ENCODING_ALL, ENCODING_ZSTD },
+        { "gzip", ENCODING_ALL, ENCODING_GZIP },
+        { "x-gzip", ENCODING_ALL, ENCODING_GZIP },
+        { "GZIP", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=0.5, gzip;q=0.8", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=0.5 , gzip ; q=0.5", ENCODING_ALL, ENCODING_BR },
+        { "br;q=0, gzip", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=0", ENCODING_ALL, ENCODING_NONE },
+        { "*", ENCODING_ALL, ENCODING_BR },
+        { "*;q=0.1, gzip;q=0.5", ENCODING_ALL, ENCODING_GZIP },
+        { "*;q=0", ENCODING_ALL, ENCODING_NONE },
+        { "identity", ENCODING_ALL, ENCODING_NONE },
+        { "", ENCODING_ALL, ENCODING_NONE },
+        { "deflate", ENCODING_ALL, ENCODING_NONE },
+        { "br", ENCODING_BIT(ENCODING_GZIP), ENCODING_NONE },
+        { "br, gzip", ENCODING_BIT(ENCODING_GZIP), ENCODING_GZIP },
+        { "br;q=1.5, gzip", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=0.1234, gzip;q=0.1", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=abc, gzip;q=0.1", ENCODING_ALL, ENCODING_GZIP },
+        { "br;q=1.000", ENCODING_ALL, ENCODING_BR },
+        { "br;q=1.001, gzip", ENCODING_ALL, ENCODING_GZIP },
+        { "br;foo=\"a,b;q=0\";q=0.9, gzip;q=0.8", ENCODING_ALL, ENCODING_BR },
+        { "br junk, gzip", ENCODING_ALL, ENCODING_GZIP },
+        { ",,, ,gzip,,", ENCODING_ALL, ENCODING_GZIP },
+        { "\tbr\t;\tq=0.7", ENCODING_ALL, ENCODING_BR },
+        { "gzip;q=0.001", ENCODING_ALL, ENCODING_GZIP },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        enum content_coding got = accept_encoding_choose(cases[i].value, strlen(cases[i].value), cases[i].allowed);
+        enum encoding got = accept_encoding_choose(cases[i].value, strlen(cases[i].value), cases[i].allowed);
         CHECK(got == cases[i].want, "\"%s\": got %d, want %d", cases[i].value, got, cases[i].want);
     }
-    CHECK(accept_encoding_choose(NULL, 0, CODING_ALL) == CODING_NONE, "absent header");
-    CHECK(strcmp(content_coding_name(CODING_ZSTD), "zstd") == 0 && !content_coding_name(CODING_NONE), "names");
-    CHECK(strcmp(content_coding_file_suffix(CODING_ZSTD), ".zst") == 0, "suffix");
-    CHECK(strcmp(content_coding_etag_suffix(CODING_GZIP), "-gz") == 0, "etag suffix");
+    CHECK(accept_encoding_choose(NULL, 0, ENCODING_ALL) == ENCODING_NONE, "absent header");
+    CHECK(strcmp(encoding_file_suffix(ENCODING_ZSTD), ".zst") == 0 && !encoding_file_suffix(ENCODING_NONE), "suffix");
+    CHECK(strcmp(encoding_etag_suffix(ENCODING_GZIP), "-gz") == 0, "etag suffix");
 
     current = "media_type_compressible";
     struct { const char *type; bool want; } types[] = {

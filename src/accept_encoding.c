@@ -109,24 +109,24 @@ static int entry_q(const char *s, size_t n, size_t *i)
 /* The slot of `*` in accept_encoding_choose's table of q-values. */
 #define STAR 4
 
-/* The slot of a coding name: a content_coding, STAR, or -1 for any other. */
+/* The slot of a coding name: an enum encoding, STAR, or -1 for any other. */
 static int coding_of(const char *s, size_t n)
 {
     if (is_word(s, n, "br"))
-        return CODING_BR;
+        return ENCODING_BR;
     if (is_word(s, n, "zstd"))
-        return CODING_ZSTD;
+        return ENCODING_ZSTD;
     if (is_word(s, n, "gzip") || is_word(s, n, "x-gzip"))
-        return CODING_GZIP;
+        return ENCODING_GZIP;
     if (is_word(s, n, "*"))
         return STAR;
     return -1;
 }
 
-enum content_coding accept_encoding_choose(const char *value, size_t length, unsigned allowed)
+enum encoding accept_encoding_choose(const char *value, size_t length, unsigned allowed)
 {
     if (!value)
-        return CODING_NONE;
+        return ENCODING_NONE;
     int q[STAR + 1] = { -1, -1, -1, -1, -1 }; /* -1: not listed; the first listing counts */
     size_t i = 0;
     while (i < length) {
@@ -142,13 +142,13 @@ enum content_coding accept_encoding_choose(const char *value, size_t length, uns
             i++;
     }
     /* In order of preference, so that a tie keeps the earlier one. */
-    static const enum content_coding order[] = { CODING_BR, CODING_ZSTD, CODING_GZIP };
-    enum content_coding best = CODING_NONE;
+    static const enum encoding order[] = { ENCODING_BR, ENCODING_ZSTD, ENCODING_GZIP };
+    enum encoding best = ENCODING_NONE;
     int best_q = 0;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        enum content_coding c = order[k];
+        enum encoding c = order[k];
         int cq = q[c] >= 0 ? q[c] : q[STAR];
-        if ((allowed & CODING_BIT(c)) && cq > best_q) {
+        if ((allowed & ENCODING_BIT(c)) && cq > best_q) {
             best = c;
             best_q = cq;
         }
@@ -156,32 +156,22 @@ enum content_coding accept_encoding_choose(const char *value, size_t length, uns
     return best;
 }
 
-const char *content_coding_name(enum content_coding coding)
+const char *encoding_file_suffix(enum encoding encoding)
 {
-    switch (coding) {
-    case CODING_BR: return "br";
-    case CODING_ZSTD: return "zstd";
-    case CODING_GZIP: return "gzip";
+    switch (encoding) {
+    case ENCODING_BR: return ".br";
+    case ENCODING_ZSTD: return ".zst";
+    case ENCODING_GZIP: return ".gz";
     default: return NULL;
     }
 }
 
-const char *content_coding_file_suffix(enum content_coding coding)
+const char *encoding_etag_suffix(enum encoding encoding)
 {
-    switch (coding) {
-    case CODING_BR: return ".br";
-    case CODING_ZSTD: return ".zst";
-    case CODING_GZIP: return ".gz";
-    default: return NULL;
-    }
-}
-
-const char *content_coding_etag_suffix(enum content_coding coding)
-{
-    switch (coding) {
-    case CODING_BR: return "-br";
-    case CODING_ZSTD: return "-zst";
-    case CODING_GZIP: return "-gz";
+    switch (encoding) {
+    case ENCODING_BR: return "-br";
+    case ENCODING_ZSTD: return "-zst";
+    case ENCODING_GZIP: return "-gz";
     default: return NULL;
     }
 }

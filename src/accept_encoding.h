@@ -6,33 +6,32 @@
 #ifndef RSP_ACCEPT_ENCODING_H
 #define RSP_ACCEPT_ENCODING_H
 
+#include "encoder.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The codings rsp sends; CODING_NONE is the response as it is. The
- * server's allowed set is a mask of CODING_BIT(coding). */
-enum content_coding { CODING_NONE, CODING_BR, CODING_ZSTD, CODING_GZIP };
-#define CODING_BIT(coding) (1u << (coding))
-#define CODING_ALL (CODING_BIT(CODING_BR) | CODING_BIT(CODING_ZSTD) | CODING_BIT(CODING_GZIP))
+/* The codings are encoder.h's enum encoding (ENCODING_NONE: the response
+ * as it is). The server's allowed set is a mask of ENCODING_BIT(encoding). */
+#define ENCODING_BIT(encoding) (1u << (encoding))
+#define ENCODING_ALL (ENCODING_BIT(ENCODING_BR) | ENCODING_BIT(ENCODING_ZSTD) | ENCODING_BIT(ENCODING_GZIP))
 
-/* The coding the client prefers among those allowed (a mask of CODING_BIT)
+/* The coding the client prefers among those allowed (a mask of ENCODING_BIT)
  * given its Accept-Encoding value (length bytes at value; NULL: no such
  * header): the highest q above 0, a listed coding's own q else that of
  * `*`, ties br > zstd > gzip; x-gzip counts as gzip. An entry with a q
  * that is not 0..1 with at most three decimals is ignored, as are other
- * parameters and codings rsp does not know. CODING_NONE when nothing
+ * parameters and codings rsp does not know. ENCODING_NONE when nothing
  * allowed is acceptable, and always for an absent header. */
-enum content_coding accept_encoding_choose(const char *value, size_t length, unsigned allowed);
+enum encoding accept_encoding_choose(const char *value, size_t length, unsigned allowed);
 
-/* "br", "zstd" or "gzip": the Content-Encoding value; NULL for CODING_NONE. */
-const char *content_coding_name(enum content_coding coding);
-
-/* ".br", ".zst" or ".gz": the precompressed file's suffix; NULL for CODING_NONE. */
-const char *content_coding_file_suffix(enum content_coding coding);
+/* ".br", ".zst" or ".gz": the precompressed file's suffix; NULL for
+ * ENCODING_NONE. (The Content-Encoding value is encoding_name's.) */
+const char *encoding_file_suffix(enum encoding encoding);
 
 /* "-br", "-zst" or "-gz": what a precompressed file's ETag gets inside its
- * quotes; NULL for CODING_NONE. */
-const char *content_coding_etag_suffix(enum content_coding coding);
+ * quotes; NULL for ENCODING_NONE. */
+const char *encoding_etag_suffix(enum encoding encoding);
 
 /* Whether the media type of a Content-Type value (length bytes; its
  * parameters ignored, compared case-insensitively) is in types: count

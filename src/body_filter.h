@@ -51,7 +51,9 @@ struct body_filter {
     struct body_filter *next;
 };
 
-/* Passes the final head through the exchange's filters, then decides how
+/* Passes the final head through the exchange's filters (first attaching
+ * those the request's output settings call for, and after them making the
+ * settings' header edits: response_output.h), then decides how
  * the client side frames the body: chunked (Transfer-Encoding: chunked is
  * set) for an HTTP/1.1 client of a body of unknown length; for an HTTP/1.0
  * one the connection closes after it. Returns 0, or -1 (a filter failed). */

@@ -41,6 +41,7 @@
 #include "connection.h"
 #include "log.h"
 #include "reply.h"
+#include "response_output.h"
 #include "stats.h"
 #include "upstream.h"
 
@@ -209,8 +210,19 @@ void exchange_answer_ourselves(struct relay *relay, const char *data, size_t len
     if (relay->client_ops->hold != NULL)
         relay->client_ops->hold(relay, true);
     rc = response_head_parse(&head, data, length, &body);
-    if (rc == 0)
-        rc = send_own(relay, &head, data + body);
+    if (rc == 0) {
+        const char *bytes = data + body;
+        /* An error with a page of the operator's (error_pages): the page,
+         * status kept. */
+        const struct error_page *page = head.status >= 400 ? response_output_page(relay, head.status) : NULL;
+
+        if (page != NULL) {
+            rc = response_output_page_head(&head, page, exchange_is_head_request(relay));
+            bytes = page->body;
+        }
+        if (rc == 0)
+            rc = send_own(relay, &head, bytes);
+    }
     response_head_free(&head);
     if (relay->client_ops->hold != NULL)
         relay->client_ops->hold(relay, false);

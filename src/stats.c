@@ -196,6 +196,8 @@ void stats_clear_row(int index)
     atomic_store(&r->temp_files, 0); /* and its temporary files */
     atomic_store(&r->h2_connections, 0); /* and its clients' connections, streams and all */
     atomic_store(&r->h2_streams, 0);
+    atomic_store(&r->encoders, 0); /* and its encoders */
+    atomic_store(&r->encoder_memory, 0);
     for (size_t i = 0; i < STATS_BACKENDS; i++)
         if (in_use(&shared->backends[i].state))
         {

@@ -39,6 +39,7 @@
 #define STATS_NAME 256
 #define STATS_FIRST_CODE 100    /* status codes 100..999 */
 #define STATS_CODES 900
+#define STATS_ENCODINGS 4       /* enum encoding's values (encoder.h) */
 
 /* The histograms' buckets: upper bounds in seconds, 5 ms to 10 s (what
  * Prometheus's client libraries use), and a last bucket without bound. */
@@ -68,6 +69,12 @@ struct stats_row {
     _Atomic uint64_t requests_http2; /* and over HTTP/2, one per stream */
     _Atomic int64_t h2_connections; /* client connections speaking HTTP/2 */
     _Atomic int64_t h2_streams;     /* HTTP/2 streams open */
+    _Atomic uint64_t compressed[STATS_ENCODINGS]; /* responses compressed, by enum encoding
+                                                     (encoder.h; [0] unused) (chapter 21) */
+    _Atomic uint64_t compress_in;   /* body bytes they had before */
+    _Atomic uint64_t compress_out;  /* and after */
+    _Atomic int64_t encoders;       /* encoders alive in this process (encoder_totals) */
+    _Atomic int64_t encoder_memory; /* the bytes they hold */
 };
 
 /* Durations counted by bucket: buckets[i] counts those in
@@ -140,6 +147,12 @@ static inline void stats_gauge_own(_Atomic int64_t *gauge, int64_t delta)
 {
     atomic_store_explicit(gauge, atomic_load_explicit(gauge, memory_order_relaxed) + delta,
                           memory_order_relaxed);
+}
+
+/* Sets a gauge that only this process writes (a row's). */
+static inline void stats_set_own(_Atomic int64_t *gauge, int64_t value)
+{
+    atomic_store_explicit(gauge, value, memory_order_relaxed);
 }
 
 /* Adds n to a counter any process may add to. */

@@ -186,7 +186,17 @@ int status_render_html(struct buffer *out, const struct status_view *v)
     put_bytes(&o, t.bytes_in);
     out_printf(&o, "</div><div class=\"l\">in</div></div>\n<div class=\"tile\"><div class=\"n\">");
     put_bytes(&o, t.bytes_out);
-    out_printf(&o, "</div><div class=\"l\">out</div></div>\n</div>\n<h2>Requests per second</h2>\n");
+    out_printf(&o, "</div><div class=\"l\">out</div></div>\n</div>\n<p class=\"meta\">compressed:");
+    for (size_t e = 0; e < 3; e++)
+        out_printf(&o, " %s %llu%s", status_encodings[e].name,
+                   (unsigned long long)t.compressed[status_encodings[e].index], e < 2 ? "," : "");
+    out_printf(&o, " responses; ");
+    put_bytes(&o, t.compress_in);
+    out_printf(&o, " in, ");
+    put_bytes(&o, t.compress_out);
+    out_printf(&o, " out; %lld encoders holding ", (long long)(t.encoders > 0 ? t.encoders : 0));
+    put_bytes(&o, (uint64_t)(t.encoder_memory > 0 ? t.encoder_memory : 0));
+    out_printf(&o, "</p>\n<h2>Requests per second</h2>\n");
     put_history(&o, v);
     out_printf(&o, "<h2>Timeouts</h2>\n<div class=\"tiles\">\n");
     for (int i = 0; i < TIMEOUT_KINDS; i++)

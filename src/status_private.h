@@ -24,7 +24,17 @@ struct totals {
     uint64_t bodies_buffered, spooled_in, spooled_out;
     uint64_t requests_http1, requests_http2; /* by protocol (chapter 20) */
     int64_t h2_connections, h2_streams;
+    uint64_t compressed[STATS_ENCODINGS], compress_in, compress_out; /* chapter 21 */
+    int64_t encoders, encoder_memory;
 };
+
+/* The encodings as status.json and /metrics name them, in rsp's order of
+ * preference, with their index in totals.compressed (enum encoding). */
+struct status_encoding {
+    const char *name;
+    int index;
+};
+extern const struct status_encoding status_encodings[3];
 
 /* A histogram as read once: counts cumulative, as Prometheus has them
  * (cumulative[STATS_BUCKETS - 1] is the count of all), and the sum in s. */

@@ -5,6 +5,7 @@
 #include "buffering.h"
 #include "log.h"
 #include "relay_private.h"
+#include "response_output.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,15 @@ int body_filter_head(struct relay *relay, struct response_head *head)
     struct exchange *x = relay->x;
 
     x->chunked = false; /* a head taken back (exchange_fail_request) is not the last */
+    if (response_output_filters(relay, head) == -1)
+        return -1;
     for (struct body_filter *f = x->filters; f != NULL; f = f->next)
         if (f->ops->head(f, relay, head) == -1)
             return -1;
+    /* The operator's header edits come last: they hold whatever the
+     * filters did (they may not touch the framing fields: config_files.c). */
+    if (response_output_headers(relay, head) == -1)
+        return -1;
     if (head->body != RESPONSE_BODY_UNKNOWN || relay->client_ops->is_stream)
         return 0;
     if (x->minor_version == 0) {

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "buffering.h"
 #include "connection.h"
+#include "filter_compress.h"
 #include "https_redirect.h"
 #include "log.h"
 #include "net.h"
@@ -240,6 +241,8 @@ static void request_ready(struct relay *relay)
 
     access_log_capture(relay);
     x->head_method = exchange_is_head_request(relay);
+    /* The head is gone when the response starts: the coding is chosen now. */
+    x->accepted = filter_compress_accepted(&view);
     /* A target rsp refuses (an encoded slash, ...) under the ACME path is
      * one more name that is not a token there: 404, as for the others. */
     if (status == 400 && !relay->tls && relay->config->tls.acme_webroot != NULL &&
@@ -255,8 +258,10 @@ static void request_ready(struct relay *relay)
     x->site = router_site_stats(&relay->config->router, buf + x->info.host.offset,
                                 x->info.host.length);
     /* And its line goes to that site's log, if it has one of its own. */
+    /* And its output settings (response_output.h) are that site's, if any. */
+    x->output_site = router_find(&relay->config->router, buf + x->info.host.offset, x->info.host.length);
     if (relay->config->operations.site_logs)
-        x->log_site = router_find(&relay->config->router, buf + x->info.host.offset, x->info.host.length);
+        x->log_site = x->output_site;
     x->minor_version = view.minor_version;
     x->client_keep_alive = x->info.keep_alive;
     x->upgrade = x->info.upgrade.length > 0;

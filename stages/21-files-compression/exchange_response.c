@@ -12,6 +12,7 @@
 #include "http.h"
 #include "log.h"
 #include "response.h"
+#include "response_output.h"
 #include "stats.h"
 #include "upstream.h"
 
@@ -78,7 +79,7 @@ static void response_body(struct relay *relay, const char *data, size_t len)
         exchange_fail_request(relay, 502);
         return;
     }
-    if (!x->dechunk)
+    if (!x->dechunk && !x->replaced) /* a replaced answer's body is dropped */
         to_filters(relay, data, (size_t)n);
     if (x->response_body.done) {
         if ((size_t)n < len)
@@ -128,7 +129,28 @@ static int start_response(struct relay *relay, const char *buf)
     };
     x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !upgrading &&
                      exchange_client_may_stay(relay);
-    if (response_head_from_backend(&head, x->response, buf, info.framing, info.length, &options) == -1) {
+    /* An error answer the operator has a page for (error_pages with
+     * backends = true): the page goes out instead, status kept. */
+    const struct error_page *page = NULL;
+    if (!upgrading && x->response->status >= 400 && response_output(relay)->error_pages_backends)
+        page = response_output_page(relay, x->response->status);
+    x->replaced = page != NULL;
+    if (page != NULL) {
+        /* The backend's body is read and dropped where its framing says
+         * it ends; one ended by the backend's close is not waited for:
+         * the connection is closed instead. */
+        if (info.framing == FRAMING_CLOSE) {
+            x->framing = info.framing = FRAMING_NONE;
+            x->upstream_reusable = false;
+        }
+        x->keep_client = x->phase == PHASE_SENT && exchange_client_may_stay(relay);
+        response_head_init(&head, x->response->status);
+        if (response_output_page_head(&head, page, x->head_method) == -1) {
+            response_head_free(&head);
+            log_msg("out of memory writing a response head");
+            return 502;
+        }
+    } else if (response_head_from_backend(&head, x->response, buf, info.framing, info.length, &options) == -1) {
         log_msg("out of memory writing a response head");
         return 502;
     }
@@ -141,6 +163,8 @@ static int start_response(struct relay *relay, const char *buf)
     buffering_response_start(relay, upgrading);
     if (rc == 0)
         rc = relay->client_ops->head(relay, &head, mode);
+    if (rc == 0 && page != NULL && head.body != RESPONSE_BODY_NONE)
+        body_filter_data(relay, x->filters, page->body, page->length);
     response_head_free(&head);
     if (rc == -1) {
         log_msg("out of memory writing a response head");
@@ -310,7 +334,7 @@ static bool response_splices(const struct relay *relay)
 
     return relay->config->scaling.splice && relay->client_ops->splice_from != NULL &&
            x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
-           x->filters == NULL &&
+           x->filters == NULL && !x->replaced &&
            buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
             (x->framing == FRAMING_LENGTH &&

@@ -11,6 +11,7 @@
 #include "buffer.h"
 #include "config.h"
 #include "connection.h"
+#include "encoder.h"
 #include "http.h"
 #include "producer.h"
 #include "reactor.h"
@@ -109,6 +110,10 @@ struct exchange {
     bool client_keep_alive;          /* the client asked to keep the connection */
     bool upgrade;                    /* the request asks for an upgrade (WebSocket) */
     struct pool *pool;               /* chosen by route, or by Host */
+    const struct site *output_site;  /* the site its Host names, or NULL: whose output
+                                        settings apply (response_output.h) */
+    enum encoding accepted;          /* the best coding its Accept-Encoding allows
+                                        (filter_compress.h), read with the head */
     struct stats_site *site;         /* where it counts: the site its Host names */
     const struct site *log_site;     /* that site, if some site has its own access log */
     struct backend *current;         /* the backend tried or in use, or NULL */
@@ -139,6 +144,8 @@ struct exchange {
     const struct producer_ops *producer; /* what answers it (producer.h), or NULL: none yet */
     struct body_filter *filters;     /* the chain to the client (body_filter.h); NULL: none */
     bool chunked;                    /* rsp frames the body in chunks (body_filter_head) */
+    bool replaced;                   /* a backend's error answer replaced by an error page:
+                                        its body is read and dropped */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */

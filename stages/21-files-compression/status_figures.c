@@ -13,6 +13,8 @@ const char *const status_timeout_names[TIMEOUT_KINDS] = {
 };
 
 
+/* enum encoding's values (encoder.h): ENCODING_GZIP 1, ENCODING_BR 2, ENCODING_ZSTD 3. */
+const struct status_encoding status_encodings[3] = { { "br", 2 }, { "zstd", 3 }, { "gzip", 1 } };
 
 void out_printf(struct out *o, const char *format, ...)
 {
@@ -96,6 +98,14 @@ void status_totals(const struct status_view *v, struct totals *t)
         t->requests_http2 += counter_value(&r->requests_http2);
         t->h2_connections += atomic_load_explicit(&r->h2_connections, memory_order_relaxed);
         t->h2_streams += atomic_load_explicit(&r->h2_streams, memory_order_relaxed);
+        for (size_t e = 0; e < STATS_ENCODINGS; e++)
+            t->compressed[e] += counter_value(&r->compressed[e]);
+        t->compress_in += counter_value(&r->compress_in);
+        t->compress_out += counter_value(&r->compress_out);
+        /* Each process's own encoders (encoder_totals is per process): a
+         * dead worker's row was zeroed, so the sum is what is alive. */
+        t->encoders += atomic_load_explicit(&r->encoders, memory_order_relaxed);
+        t->encoder_memory += atomic_load_explicit(&r->encoder_memory, memory_order_relaxed);
     }
     FOR_EACH_SITE(v, site) {
         for (size_t c = 0; c < STATS_CODES; c++) {

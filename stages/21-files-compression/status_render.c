@@ -147,6 +147,13 @@ int status_render_json(struct buffer *out, const struct status_view *v)
         (unsigned long long)t.spooled_out, (long long)t.temp_files);
     out_printf(&o, "  \"http2\": {\"connections\": %lld, \"streams\": %lld},\n",
         (long long)t.h2_connections, (long long)t.h2_streams);
+    out_printf(&o, "  \"compression\": {\"responses\": {");
+    for (size_t e = 0; e < 3; e++)
+        out_printf(&o, "%s\"%s\": %llu", e == 0 ? "" : ", ", status_encodings[e].name,
+            (unsigned long long)t.compressed[status_encodings[e].index]);
+    out_printf(&o, "}, \"bytes_in\": %llu, \"bytes_out\": %llu, \"encoders\": %lld, \"memory_bytes\": %lld},\n",
+        (unsigned long long)t.compress_in, (unsigned long long)t.compress_out, (long long)t.encoders,
+        (long long)t.encoder_memory);
     json_certificates(&o);
     out_printf(&o, "  \"sites\": [");
     FOR_EACH_SITE(v, site) {
@@ -342,6 +349,18 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     out_printf(&o, "rsp_spooled_bytes_total{direction=\"out\"} %llu\n", (unsigned long long)t.spooled_out);
     family(&o, "rsp_temp_files", "gauge", "Temporary files open.");
     out_printf(&o, "rsp_temp_files %lld\n", (long long)t.temp_files);
+    family(&o, "rsp_compressed_responses_total", "counter", "Responses compressed on the way out, by encoding.");
+    for (size_t e = 0; e < 3; e++)
+        out_printf(&o, "rsp_compressed_responses_total{encoding=\"%s\"} %llu\n", status_encodings[e].name,
+            (unsigned long long)t.compressed[status_encodings[e].index]);
+    family(&o, "rsp_compression_bytes_in_total", "counter", "Body bytes of compressed responses before compression.");
+    out_printf(&o, "rsp_compression_bytes_in_total %llu\n", (unsigned long long)t.compress_in);
+    family(&o, "rsp_compression_bytes_out_total", "counter", "Body bytes of compressed responses after compression.");
+    out_printf(&o, "rsp_compression_bytes_out_total %llu\n", (unsigned long long)t.compress_out);
+    family(&o, "rsp_compression_encoders", "gauge", "Encoders compressing a response now.");
+    out_printf(&o, "rsp_compression_encoders %lld\n", (long long)t.encoders);
+    family(&o, "rsp_compression_memory_bytes", "gauge", "Memory the encoders hold now.");
+    out_printf(&o, "rsp_compression_memory_bytes %lld\n", (long long)t.encoder_memory);
     family(&o, "rsp_timeouts_total", "counter", "Timeouts that fired, by kind.");
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "rsp_timeouts_total{kind=\"%s\"} %llu\n", status_timeout_names[i],
