@@ -28,6 +28,7 @@ struct keepalive {
 };
 
 struct access_log;
+struct mime_table;
 
 /* Running the process (chapters 10 and 11). */
 struct operations {
@@ -132,6 +133,8 @@ struct config {
     struct buffering buffering;
     struct http2_settings http2;
     struct site_output output;  /* the top level's compress, headers, error_pages */
+    struct mime_table *mime;    /* extension -> Content-Type (/etc/mime.types and
+                                   built-ins), read once per generation */
 };
 
 /* Runs the Lua script at path and reads these globals from it:

@@ -178,9 +178,7 @@ void exchange_resume_producer(struct relay *relay)
         producer->resume(relay);
 }
 
-/* Sends rsp's own head and body (head->body NONE: none) through the
- * filters. Returns 0, or -1 if out of memory. */
-static int send_own(struct relay *relay, struct response_head *head, const char *body)
+int exchange_send_head(struct relay *relay, struct response_head *head)
 {
     struct exchange *x = relay->x;
 
@@ -189,6 +187,17 @@ static int send_own(struct relay *relay, struct response_head *head, const char 
         return -1;
     x->status = head->status;
     x->response_started = true;
+    return 0;
+}
+
+/* Sends rsp's own head and body (head->body NONE: none) through the
+ * filters. Returns 0, or -1 if out of memory. */
+static int send_own(struct relay *relay, struct response_head *head, const char *body)
+{
+    struct exchange *x = relay->x;
+
+    if (exchange_send_head(relay, head) == -1)
+        return -1;
     if (head->body != RESPONSE_BODY_NONE)
         body_filter_data(relay, x->filters, body, (size_t)head->length);
     return 0;

@@ -38,6 +38,7 @@
 #define RELAY_LINGER 5.0
 
 struct body_buffer;
+struct file_body;
 struct relay;
 struct response_spool;
 
@@ -76,6 +77,10 @@ struct client_ops {
      * without copying them (connection_splice_from); NULL when the client
      * side cannot splice. */
     ssize_t (*splice_from)(struct relay *relay, struct connection *from, size_t len);
+    /* Sends up to len bytes of the file fd from *offset to the client
+     * with sendfile(2) (connection_sendfile), advancing *offset; NULL when
+     * the client side cannot (TLS, HTTP/2). */
+    ssize_t (*send_file)(struct relay *relay, int fd, off_t *offset, size_t len);
     /* An HTTP/2 stream: it carries one exchange (never kept for another),
      * and a body goes as its bytes alone (never chunked). */
     bool is_stream;
@@ -139,6 +144,7 @@ struct exchange {
     const struct producer_ops *producer; /* what answers it (producer.h), or NULL: none yet */
     struct body_filter *filters;     /* the chain to the client (body_filter.h); NULL: none */
     bool chunked;                    /* rsp frames the body in chunks (body_filter_head) */
+    struct file_body *file;          /* a file being sent (exchange_file.c), or NULL */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */
