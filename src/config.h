@@ -172,7 +172,8 @@ struct config {
  *               (true: status_listen may be other than a loopback address)
  *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false
  *   splice = true   response bodies go from backend to client through a
- *               pipe, never through rsp's memory (false: copied)
+ *               pipe, never through rsp's memory, and files by sendfile(2)
+ *               (false: copied)
  *   tls = { listen = 443 | "ADDRESS:443",
  *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
  *           redirect_http = false, hsts = 0, http2 = true }   HTTPS (off

@@ -1,7 +1,7 @@
 /* exchange_private.h -- what the files of an exchange share beyond
  * relay_private.h: exchange.c (its life, failing it, rsp's own answers),
- * exchange_request.c, exchange_response.c and access_log_capture.c.
- * Private to those files. */
+ * exchange_request.c, exchange_response.c, exchange_file.c and
+ * access_log_capture.c. Private to those files. */
 #ifndef RSP_EXCHANGE_PRIVATE_H
 #define RSP_EXCHANGE_PRIVATE_H
 

@@ -2,8 +2,9 @@
  * byte to the response's last: its life (begin, next, free), failing it,
  * and the answers rsp gives itself. The request side (parsing, routing,
  * connecting, sending) is exchange_request.c; the response side (the
- * head, the body, splice, the backend's end) is exchange_response.c; what
- * the access log keeps of it is access_log_capture.c.
+ * head, the body, splice, the backend's end) is exchange_response.c; a
+ * request to a pool of files is answered by exchange_file.c; what the
+ * access log keeps of it is access_log_capture.c.
  *
  * The request goes through these phases:
  *

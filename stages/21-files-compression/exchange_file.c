@@ -299,6 +299,8 @@ static int copy_some(struct relay *relay, struct file_body *f)
     return 1;
 }
 
+static void file_stop(struct relay *relay);
+
 /* Sends what the client takes of the body now: a few steps, each a
  * sendfile or a pread, while the client keeps up; at the end, the
  * response is finished. */
@@ -329,6 +331,7 @@ static void file_pump(struct relay *relay)
         else if (rc == 0)
             return;
     }
+    file_stop(relay); /* every byte is queued: the file is done with */
     exchange_response_finished(relay);
 }
 

@@ -1,6 +1,6 @@
 /* relay_private.h -- what relay.c, relay_time.c, buffering.c, h2_relay.c
  * and the exchange's files (exchange.c, exchange_request.c,
- * exchange_response.c, access_log_capture.c) share: the relay (one client
+ * exchange_response.c, exchange_file.c, access_log_capture.c) share: the relay (one client
  * connection, or one HTTP/2 stream of one) and the exchange it is serving
  * (one request and its response). Private to those files. */
 #ifndef RSP_RELAY_PRIVATE_H
