@@ -8,7 +8,10 @@ RFC 9110's order; one Range (206/416, several or malformed ignored),
 If-Range; precompressed x.br/x.zst/x.gz chosen by Accept-Encoding; a
 1 GiB file plain and over TLS with bounded memory, a slow reader; HTTP/2;
 keep-alive; the access log; sites and pools of files beside backends;
-the O_NOFOLLOW walk rsp falls back to without openat2 (RSP_NO_OPENAT2=1).
+the O_NOFOLLOW walk rsp falls back to without openat2 (RSP_NO_OPENAT2=1);
+a file that shrinks (cut off, logged) or grows (the length announced)
+while sent, a client gone midway, a stalled reader, an HTTP/2 stream
+reset: the file is closed each time.
 
 Every file is made by the test in tmp_path; memory is judged by rsp's
 VmRSS (not under AddressSanitizer, whose allocator keeps freed memory)."""
@@ -19,9 +22,11 @@ import os
 
 import pytest
 
-from client import Conn, Reader, build_request, connect, read_framed_response
+from checks import wait_for_log
+from client import READ_TIMEOUT, Conn, Reader, build_request, connect, read_framed_response, request_bytes
 from files_util import (WWW, KiB, MiB, PageBackend, assert_paused_rss, decode, fetch, h2_client, read_with_rss,
                         start_tls_proxy, tokens, write_tree, zeros_sha256)
+from netutil import wait_for
 from pattern import assert_same_bytes, pattern
 from proxy import is_sanitized, vm_rss
 from test_access_log import assert_line, parse, wait_lines
@@ -557,3 +562,118 @@ def test_http10_client(start_proxy, root):
         r = read_framed_response(reader)
         assert r.status == 200 and r.body == b"hello, files\n", r
         assert reader.to_eof() == b"" and reader.eof, "the connection stayed open after an HTTP/1.0 answer"
+
+
+# -- a file that changes, a client that goes, a reader that stalls ------------------------
+
+
+def file_fds(pid, path):
+    """How many of process pid's fds are open on the file at `path`."""
+    count = 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") == str(path):
+                count += 1
+        except FileNotFoundError:
+            pass  # closed while we looked
+    return count
+
+
+def start_download(proxy, path, rcvbuf=64 * KiB):
+    """A socket with GET `path` sent (the connection to be kept) and the
+    response head read; returns (socket, reader, head)."""
+    sock = connect(proxy.port, rcvbuf=rcvbuf)
+    sock.sendall(request_bytes("GET", path))
+    reader = Reader(sock)
+    return sock, reader, reader.until(b"\r\n\r\n", "the response head")
+
+
+def read_until_closed(sock, reader):
+    """The bytes the reader holds and those that come until the
+    connection ends (its end of file, or a reset)."""
+    got = [reader.take(len(reader.buf))]
+    try:
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            got.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(got)
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["sendfile", "pread"])
+def test_file_that_shrinks_is_cut_off_and_logged(start_proxy, tmp_path, splice):
+    """The file loses its tail while it is being sent: the client cannot
+    get the length announced, so its connection is closed short of it,
+    and rsp says why in its log."""
+    size = 64 * MiB
+    www = write_tree(tmp_path / "www", {"big.bin": pattern(size)})
+    proxy = serve(start_proxy, www, splice=splice)
+    sock, reader, head = start_download(proxy, "/big.bin")
+    with sock:
+        assert b"\r\nContent-Length: %d\r\n" % size in head, head
+        reader.exactly(64 * KiB)
+        os.truncate(www / "big.bin", MiB)
+        body = read_until_closed(sock, reader)
+    assert 64 * KiB + len(body) < size, "the whole length came from a file cut to 1 MiB"
+    wait_for_log(proxy, "big.bin shrank while being sent", READ_TIMEOUT)
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["sendfile", "pread"])
+def test_file_that_grows_sends_the_length_announced(start_proxy, tmp_path, splice):
+    """Bytes appended while the file is sent are not: the body is the
+    length the head announced, and the connection serves on."""
+    size = 8 * MiB
+    content = pattern(size, offset=3)
+    www = write_tree(tmp_path / "www", {"big.bin": content, "small.txt": b"small\n"})
+    proxy = serve(start_proxy, www, splice=splice)
+    sock, reader, head = start_download(proxy, "/big.bin")
+    with sock:
+        assert b"\r\nContent-Length: %d\r\n" % size in head, head
+        first = reader.exactly(64 * KiB)
+        with open(www / "big.bin", "ab") as f:
+            f.write(b"appended" * (128 * KiB))
+        rest = reader.exactly(size - len(first))
+        assert_same_bytes(first + rest, content)
+        sock.sendall(request_bytes("GET", "/small.txt"))
+        r = read_framed_response(reader)
+        assert r.status == 200 and r.body == b"small\n", r
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["sendfile", "pread"])
+def test_client_gone_midway_closes_the_file(start_proxy, tmp_path, splice):
+    size = 64 * MiB
+    www = write_tree(tmp_path / "www", {"big.bin": pattern(size)})
+    proxy = serve(start_proxy, www, splice=splice)
+    sock, reader, _ = start_download(proxy, "/big.bin")
+    with sock:
+        reader.exactly(64 * KiB)
+        assert file_fds(proxy.pid, www / "big.bin") == 1, "rsp does not hold the file it sends"
+    wait_for(lambda: file_fds(proxy.pid, www / "big.bin") == 0, "rsp to close the file of a client gone",
+             READ_TIMEOUT)
+
+
+def test_stalled_reader_idle_timeout(start_proxy, tmp_path):
+    """A client that stops reading a file is closed by idle_timeout, and
+    the file with it."""
+    www = write_tree(tmp_path / "www", {"big.bin": pattern(64 * MiB)})
+    proxy = serve(start_proxy, www, idle_timeout=1)
+    sock, reader, _ = start_download(proxy, "/big.bin", rcvbuf=16 * KiB)
+    with sock:
+        reader.exactly(16 * KiB)
+        wait_for_log(proxy, "idle_timeout (1 s) fired", 10)
+        wait_for(lambda: file_fds(proxy.pid, www / "big.bin") == 0, "rsp to close the file", 10)
+
+
+def test_http2_stream_reset_midway_closes_the_file(start_proxy, tmp_path):
+    www = write_tree(tmp_path / "www", {"big.bin": pattern(32 * MiB), "small.txt": b"small\n"})
+    proxy = start_tls_proxy(start_proxy, tmp_path, root=str(www))
+    with h2_client(proxy) as c:
+        sid = c.request("GET", "/big.bin")
+        c.wait(lambda: file_fds(proxy.pid, www / "big.bin") == 1, "rsp to open the file")
+        c.reset(sid)
+        wait_for(lambda: file_fds(proxy.pid, www / "big.bin") == 0, "rsp to close the file of a reset stream",
+                 READ_TIMEOUT)
+        assert c.get("/small.txt").body == b"small\n"

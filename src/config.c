@@ -7,6 +7,7 @@
 
 #include "access_log.h"
 #include "config_read.h"
+#include "mime.h"
 #include "net.h"
 #include "route.h"
 #include "router.h"
@@ -532,6 +533,13 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
     if (rc == 0) {
         config_warn_strays(L, path);
         router_count_sites(&config->router);
+        /* Files and error pages get their Content-Type from it: read with
+         * the generation, so a reload sees an edited /etc/mime.types. */
+        config->mime = mime_table_load(NULL);
+        if (config->mime == NULL) {
+            config_error(path, "out of memory reading /etc/mime.types");
+            rc = -1;
+        }
     }
 
     if (rc == 0 && has_route) {
@@ -582,6 +590,8 @@ void config_free(struct config *config)
     free(config->buffering.temp_dir);
     config->operations.access_log = config->operations.user = config->operations.pid_file = NULL;
     site_output_free(&config->output);
+    mime_table_free(config->mime);
+    config->mime = NULL;
     pool_free(&config->default_pool);
     site_output_free(&config->default_pool.output);
     for (size_t i = 0; i < config->pool_count; i++) {

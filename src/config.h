@@ -28,6 +28,7 @@ struct keepalive {
 };
 
 struct access_log;
+struct mime_table;
 
 /* Running the process (chapters 10 and 11). */
 struct operations {
@@ -132,6 +133,8 @@ struct config {
     struct buffering buffering;
     struct http2_settings http2;
     struct site_output output;  /* the top level's compress, headers, error_pages */
+    struct mime_table *mime;    /* extension -> Content-Type (/etc/mime.types and
+                                   built-ins), read once per generation */
 };
 
 /* Runs the Lua script at path and reads these globals from it:
@@ -169,7 +172,8 @@ struct config {
  *               (true: status_listen may be other than a loopback address)
  *   workers = 1 | N (up to 64) | "auto" (one per CPU); reuseport = false
  *   splice = true   response bodies go from backend to client through a
- *               pipe, never through rsp's memory (false: copied)
+ *               pipe, never through rsp's memory, and files by sendfile(2)
+ *               (false: copied)
  *   tls = { listen = 443 | "ADDRESS:443",
  *           certificates = { { cert = "fullchain.pem", key = "privkey.pem" }, ... },
  *           redirect_http = false, hsts = 0, http2 = true }   HTTPS (off

@@ -26,6 +26,7 @@ static void init(struct connection *c, int fd,
     c->bytes_read = c->bytes_written = NULL;
     c->connecting = c->paused = c->watch_hangup = c->shutdown_pending = c->shutdown_waiting = c->broken = false;
     c->sole = false;
+    c->await_writable = false;
 }
 
 void connection_init(struct connection *c, int fd, bool connecting,
@@ -250,6 +251,30 @@ ssize_t connection_splice_from(struct connection *c, struct connection *from, si
     return n;
 }
 
+ssize_t connection_sendfile(struct connection *c, int fd, off_t *offset, size_t len)
+{
+    ssize_t n;
+
+    if (c->write_done || c->corked || connection_queued(c) > 0 || c->connecting ||
+        c->transport->sendfile == NULL) {
+        errno = ENOBUFS;
+        return -1;
+    }
+    n = c->transport->sendfile(c, fd, offset, len);
+    if (n >= 0)
+        return written_out(c, n);
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return -1;
+    if (errno == EINVAL || errno == ENOSYS) {
+        errno = ENOBUFS; /* a file sendfile cannot read: copy */
+        return -1;
+    }
+    int error = errno;
+    write_failed(c);
+    errno = error;
+    return -1;
+}
+
 void connection_flush(struct connection *c)
 {
     if (c->piped > 0 && !flush_pipe(c))
@@ -298,7 +323,7 @@ int connection_update(struct connection *c)
          * backend that saves two epoll_ctl calls per request (chapter
          * 13). The owner reads what arrives meanwhile, up to its limit. */
         wanted |= (c->registered & EPOLLIN) ? EPOLLIN : EPOLLRDHUP;
-    if (connection_queued(c) > 0 || c->shutdown_waiting)
+    if (connection_queued(c) > 0 || c->shutdown_waiting || (c->await_writable && !c->write_done))
         wanted |= (c->transport_wants & TRANSPORT_WRITE_NEEDS_IN) ? EPOLLIN : EPOLLOUT;
     if (wanted == c->registered)
         return 0;

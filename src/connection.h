@@ -41,6 +41,8 @@ struct connection {
     bool shutdown_waiting;   /* the transport began shutting it and must be called again */
     bool write_done;         /* write side shut down, or writing failed */
     bool broken;             /* the socket failed (EPIPE, ECONNRESET, ...) */
+    bool await_writable;     /* the owner writes by itself (sendfile) and waits
+                                for the socket to take more: EPOLLOUT */
     bool sole;               /* no other descriptor, here or in another process,
                                 refers to this socket: closing it takes it out of
                                 epoll by itself (connection_close) */
@@ -110,6 +112,17 @@ static inline bool connection_can_splice(const struct connection *c)
  * ENOBUFS when no pipe can be had (read and copy instead), anything else
  * when `from` failed. A failure of c's socket shows as c->broken. */
 ssize_t connection_splice_from(struct connection *c, struct connection *from, size_t len);
+
+/* Sends up to len bytes of the file fd from *offset to c's socket with
+ * sendfile(2): they go from the page cache to the socket without entering
+ * rsp's memory; *offset moves past them. Only when c has nothing queued
+ * and its transport sends files (transport.h). Returns the bytes sent, 0
+ * when the file has no byte at *offset (it ended), or -1 with errno:
+ * EAGAIN when the socket is full (set c->await_writable to hear when it
+ * takes more), ENOBUFS when this cannot be done now or for this file
+ * (read and copy instead), anything else when the socket or the file
+ * failed: then c is broken (EPIPE, ECONNRESET: the peer is gone). */
+ssize_t connection_sendfile(struct connection *c, int fd, off_t *offset, size_t len);
 
 /* Writes as much of what is queued as the socket takes (call on EPOLLOUT):
  * the pipe's bytes first, then the queue's. When both are empty and a

@@ -2,8 +2,9 @@
  * byte to the response's last: its life (begin, next, free), failing it,
  * and the answers rsp gives itself. The request side (parsing, routing,
  * connecting, sending) is exchange_request.c; the response side (the
- * head, the body, splice, the backend's end) is exchange_response.c; what
- * the access log keeps of it is access_log_capture.c.
+ * head, the body, splice, the backend's end) is exchange_response.c; a
+ * request to a pool of files is answered by exchange_file.c; what the
+ * access log keeps of it is access_log_capture.c.
  *
  * The request goes through these phases:
  *
@@ -179,9 +180,7 @@ void exchange_resume_producer(struct relay *relay)
         producer->resume(relay);
 }
 
-/* Sends rsp's own head and body (head->body NONE: none) through the
- * filters. Returns 0, or -1 if out of memory. */
-static int send_own(struct relay *relay, struct response_head *head, const char *body)
+int exchange_send_head(struct relay *relay, struct response_head *head)
 {
     struct exchange *x = relay->x;
 
@@ -190,6 +189,17 @@ static int send_own(struct relay *relay, struct response_head *head, const char 
         return -1;
     x->status = head->status;
     x->response_started = true;
+    return 0;
+}
+
+/* Sends rsp's own head and body (head->body NONE: none) through the
+ * filters. Returns 0, or -1 if out of memory. */
+static int send_own(struct relay *relay, struct response_head *head, const char *body)
+{
+    struct exchange *x = relay->x;
+
+    if (exchange_send_head(relay, head) == -1)
+        return -1;
     if (head->body != RESPONSE_BODY_NONE)
         body_filter_data(relay, x->filters, body, (size_t)head->length);
     return 0;

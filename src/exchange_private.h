@@ -1,7 +1,7 @@
 /* exchange_private.h -- what the files of an exchange share beyond
  * relay_private.h: exchange.c (its life, failing it, rsp's own answers),
- * exchange_request.c, exchange_response.c and access_log_capture.c.
- * Private to those files. */
+ * exchange_request.c, exchange_response.c, exchange_file.c and
+ * access_log_capture.c. Private to those files. */
 #ifndef RSP_EXCHANGE_PRIVATE_H
 #define RSP_EXCHANGE_PRIVATE_H
 
@@ -32,6 +32,11 @@ void exchange_response_finished(struct relay *relay);
  * it, with "" for its connection line) instead of a backend's. */
 void exchange_answer_ourselves(struct relay *relay, const char *data, size_t length);
 
+/* Sends a response head of rsp's making (its own answers, files) through
+ * the filters (body_filter_head) to the client; the status is the
+ * exchange's from now on. Returns 0, or -1 if out of memory. */
+int exchange_send_head(struct relay *relay, struct response_head *head);
+
 /* How long the exchange's request took, as logged and counted: from its
  * first byte to its response's last queued for the client (or to now, for
  * a client that left before). */
@@ -52,6 +57,13 @@ void exchange_consume_request(struct relay *relay, size_t used);
 
 /* The backend socket became writable (or failed) while connecting. */
 void exchange_connect_finished(struct relay *relay);
+
+/* exchange_file.c */
+
+/* Answers the request from the files of x->pool's root (root_fd >= 0):
+ * the file producer, or rsp's own answer (301, 403, 404, 405, 412, 416,
+ * 500). */
+void exchange_serve_file(struct relay *relay);
 
 /* access_log_capture.c */
 

@@ -7,8 +7,8 @@
  * buffering_client_full is true, and is resumed when the client has taken
  * its queue down (buffering_client_ready). Each producer starts by a
  * function of its own, which sets x->producer: exchange_connect (the
- * backend, exchange_response.c) and exchange_answer_ourselves (rsp's own
- * answer, exchange.c). */
+ * backend, exchange_response.c), exchange_answer_ourselves (rsp's own
+ * answer, exchange.c) and exchange_serve_file (a file, exchange_file.c). */
 #ifndef RSP_PRODUCER_H
 #define RSP_PRODUCER_H
 

@@ -50,6 +50,13 @@ struct transport {
      * through rsp (TLS encrypts them): its connections never splice. */
     ssize_t (*splice_in)(struct connection *c, int pipe_fd, size_t len);
     ssize_t (*splice_out)(struct connection *c, int pipe_fd, size_t len);
+    /* Sends up to len bytes of the file fd from *offset to c's socket
+     * (sendfile(2)), advancing *offset: returns the count, 0 at the
+     * file's end, or -1 with errno (EAGAIN: the socket is full; EINVAL or
+     * ENOSYS: this file cannot be sent so; anything else: the socket or
+     * the file failed). NULL for a transport whose bytes pass through rsp
+     * (TLS). */
+    ssize_t (*sendfile)(struct connection *c, int fd, off_t *offset, size_t len);
     /* Frees what the transport holds for c; the socket is closed after. */
     void (*release)(struct connection *c);
 };
@@ -59,7 +66,8 @@ struct transport {
 #define TRANSPORT_READ_NEEDS_OUT 1u  /* a read waits until the socket is writable */
 #define TRANSPORT_WRITE_NEEDS_IN 2u  /* a write waits until the socket is readable */
 
-/* The socket itself: read(2), write(2), writev(2), splice(2), shutdown(2). */
+/* The socket itself: read(2), write(2), writev(2), splice(2), sendfile(2),
+ * shutdown(2). */
 extern const struct transport transport_plain;
 
 #endif

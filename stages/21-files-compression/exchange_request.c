@@ -278,6 +278,10 @@ static void request_ready(struct relay *relay)
         exchange_fail_request(relay, 421);
         return;
     }
+    if (x->pool->root_fd >= 0) {
+        exchange_serve_file(relay); /* a pool of files: no backend */
+        return;
+    }
     /* Active checks say every backend is down: do not make the client
      * wait for connects that will fail. */
     if (pool_all_failing(x->pool)) {

@@ -188,6 +188,9 @@ void relay_settle_or_close(struct relay *relay)
         return;
     }
     buffering_settle(relay); /* what waits in rsp moves on as each side drains */
+    /* Before the next exchange can begin: a producer resumed here may
+     * finish its response (a file's last bytes). */
+    exchange_resume_producer(relay);
     /* An exchange is over and the connection stays: on to the next one,
      * and to the one after if the client sent it already (pipelining) and
      * rsp answers it at once; but only once the client has taken what we
@@ -223,7 +226,6 @@ void relay_settle_or_close(struct relay *relay)
     /* Reading the backend: only while the client keeps up and is there. */
     if (backend != NULL && client->write_done)
         backend->read_done = true;
-    exchange_resume_producer(relay);
 
     /* While it is not read the client must still be noticed if it hangs
      * up, up to a limit on what it may send meanwhile. */
@@ -379,11 +381,17 @@ static ssize_t http1_splice_from(struct relay *relay, struct connection *from, s
     return connection_splice_from(&relay->client, from, len);
 }
 
-/* Plain HTTP splices (chapter 16); TLS bytes must be encrypted by us. */
+static ssize_t http1_send_file(struct relay *relay, int fd, off_t *offset, size_t len)
+{
+    return connection_sendfile(&relay->client, fd, offset, len);
+}
+
+/* Plain HTTP splices (chapter 16) and sends files with sendfile(2); TLS
+ * bytes must be encrypted by us. */
 static const struct client_ops http1_client = {
     .head = http1_head, .proceed = http1_proceed, .write = http1_write,
     .queued = http1_queued, .end = http1_end, .fail = http1_fail, .take_back = http1_take_back,
-    .hold = http1_hold, .splice_from = http1_splice_from,
+    .hold = http1_hold, .splice_from = http1_splice_from, .send_file = http1_send_file,
 };
 static const struct client_ops http1_tls_client = {
     .head = http1_head, .proceed = http1_proceed, .write = http1_write,

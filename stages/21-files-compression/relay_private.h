@@ -1,6 +1,6 @@
 /* relay_private.h -- what relay.c, relay_time.c, buffering.c, h2_relay.c
  * and the exchange's files (exchange.c, exchange_request.c,
- * exchange_response.c, access_log_capture.c) share: the relay (one client
+ * exchange_response.c, exchange_file.c, access_log_capture.c) share: the relay (one client
  * connection, or one HTTP/2 stream of one) and the exchange it is serving
  * (one request and its response). Private to those files. */
 #ifndef RSP_RELAY_PRIVATE_H
@@ -39,6 +39,7 @@
 #define RELAY_LINGER 5.0
 
 struct body_buffer;
+struct file_body;
 struct relay;
 struct response_spool;
 
@@ -77,6 +78,10 @@ struct client_ops {
      * without copying them (connection_splice_from); NULL when the client
      * side cannot splice. */
     ssize_t (*splice_from)(struct relay *relay, struct connection *from, size_t len);
+    /* Sends up to len bytes of the file fd from *offset to the client
+     * with sendfile(2) (connection_sendfile), advancing *offset; NULL when
+     * the client side cannot (TLS, HTTP/2). */
+    ssize_t (*send_file)(struct relay *relay, int fd, off_t *offset, size_t len);
     /* An HTTP/2 stream: it carries one exchange (never kept for another),
      * and a body goes as its bytes alone (never chunked). */
     bool is_stream;
@@ -146,6 +151,7 @@ struct exchange {
     bool chunked;                    /* rsp frames the body in chunks (body_filter_head) */
     bool replaced;                   /* a backend's error answer replaced by an error page:
                                         its body is read and dropped */
+    struct file_body *file;          /* a file being sent (exchange_file.c), or NULL */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */

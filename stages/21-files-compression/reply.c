@@ -59,6 +59,9 @@ static const char *explanation(int status)
 {
     switch (status) {
     case 400: return "rsp could not understand this request.";
+    case 403: return "rsp may not read what is at this address.";
+    case 404: return "There is nothing at this address.";
+    case 412: return "A precondition of the request does not hold for what is at this address.";
     case 414: return "The request line is longer than rsp accepts.";
     case 421: return "This server does not serve that host name.";
     case 431: return "The request's headers are larger than rsp accepts.";

@@ -210,6 +210,7 @@ static const struct transport transport_tls = {
     .writev = NULL, /* one record per write: the connection joins pieces first */
     .splice_in = NULL, /* the bytes are encrypted: they pass through rsp */
     .splice_out = NULL,
+    .sendfile = NULL, /* likewise: a file's bytes are read and encrypted */
     .shutdown = tls_shutdown,
     .release = tls_release,
 };

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -72,6 +73,16 @@ static ssize_t plain_splice_out(struct connection *c, int pipe_fd, size_t len)
     return n;
 }
 
+static ssize_t plain_sendfile(struct connection *c, int fd, off_t *offset, size_t len)
+{
+    ssize_t n;
+
+    do {
+        n = sendfile(c->handler.fd, fd, offset, len);
+    } while (n == -1 && errno == EINTR);
+    return n;
+}
+
 static int plain_shutdown(struct connection *c)
 {
     /* ENOTCONN: the peer has already gone entirely; nothing to tell it. */
@@ -92,6 +103,7 @@ const struct transport transport_plain = {
     .writev = plain_writev,
     .splice_in = plain_splice_in,
     .splice_out = plain_splice_out,
+    .sendfile = plain_sendfile,
     .shutdown = plain_shutdown,
     .release = plain_release,
 };
