@@ -158,6 +158,34 @@ def test_directory_without_slash_redirects(start_proxy, root, target, location):
     assert r.header("Location") == location, r.headers
 
 
+def test_directory_redirect_stays_on_this_host(start_proxy, root):
+    """A directory named like a host, asked for as //example.com: the
+    request is refused (400: rsp's request checks) or redirected to a
+    path on this host ("/example.com/"), never to "//example.com/", which
+    a browser reads as another host."""
+    (root / "example.com").mkdir()
+    proxy = serve(start_proxy, root)
+    for target in (b"//example.com", b"///example.com?a=1", b"/example.com"):
+        r = raw_fetch(proxy, b"GET " + target + b" HTTP/1.1")
+        if r.status == 400:
+            continue
+        assert r.status == 301, f"{target!r}: {r!r} {r.headers}"
+        assert r.header("Location") == "/example.com/" + ("?a=1" if b"?" in target else ""), r.headers
+
+
+def test_well_known_is_served(start_proxy, root):
+    """RFC 8615's /.well-known/ is the one hidden name served, and only
+    at the top: a hidden file inside it, or a .well-known deeper down, is
+    404 like any other."""
+    write_tree(root, {".well-known/security.txt": b"Contact: mailto:me@example.org\n",
+                      ".well-known/.hidden": SECRET, "dir/.well-known/x": SECRET})
+    proxy = serve(start_proxy, root)
+    r = fetch(proxy, "/.well-known/security.txt")
+    assert r.status == 200 and r.body == b"Contact: mailto:me@example.org\n", f"{r!r} {r.headers}"
+    for target in ("/.well-known/.hidden", "/dir/.well-known/x"):
+        assert_not_found(fetch(proxy, target), target)
+
+
 def test_directory_index_and_no_listing(start_proxy, root):
     proxy = serve(start_proxy, root)
     assert fetch(proxy, "/dir/").body == b"<p>the dir's index</p>\n"
@@ -328,6 +356,17 @@ def test_unsatisfiable_range_416(start_proxy, ranged, spec):
     r = fetch(proxy, "/r.bin", headers=[("Range", spec)])
     assert r.status == 416, f"{spec}: {r!r} {r.headers}"
     assert r.header("Content-Range") == f"bytes */{RANGE_SIZE}", r.headers
+
+
+def test_suffix_range_of_an_empty_file_is_200(start_proxy, root):
+    """RFC 9110 14.1.1: a suffix range is satisfiable even for an empty
+    file, and there is no byte to send: the whole (empty) file, 200; a
+    range from a first byte is 416."""
+    proxy = serve(start_proxy, root)
+    r = fetch(proxy, "/empty.txt", headers=[("Range", "bytes=-10")])
+    assert r.status == 200 and r.body == b"" and r.header("Content-Range") is None, f"{r!r} {r.headers}"
+    r = fetch(proxy, "/empty.txt", headers=[("Range", "bytes=0-")])
+    assert r.status == 416 and r.header("Content-Range") == "bytes */0", f"{r!r} {r.headers}"
 
 
 @pytest.mark.parametrize("if_range,status", [(etag_of(RANGE_SIZE), 206), ('"stale"', 200),

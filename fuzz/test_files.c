@@ -209,7 +209,7 @@ static void test_conditional(void)
         { "bytes=99999999999999999999999-", 1000, RANGE_UNSATISFIABLE, 0, 0 },
         { "bytes=-0", 1000, RANGE_UNSATISFIABLE, 0, 0 },
         { "bytes=0-0", 0, RANGE_UNSATISFIABLE, 0, 0 },
-        { "bytes=-1", 0, RANGE_UNSATISFIABLE, 0, 0 },
+        { "bytes=-1", 0, RANGE_IGNORE, 0, 0 },
         { "bytes=0-1,3-4", 1000, RANGE_IGNORE, 0, 0 },
         { "bytes=5-4", 1000, RANGE_IGNORE, 0, 0 },
         { "bytes=a-b", 1000, RANGE_IGNORE, 0, 0 },
@@ -335,11 +335,15 @@ static int make_tree(const char *dir)
              symlink("docs", P("%s/root/dir-link", dir)) == 0 &&
              symlink("../secret.txt", P("%s/root/outside-link", dir)) == 0 &&
              symlink("/etc", P("%s/root/etc-link", dir)) == 0 &&
-             mkdir(P("%s/root/locked", dir), 0755) == 0;
+             mkdir(P("%s/root/locked", dir), 0755) == 0 &&
+             mkdir(P("%s/root/.well-known", dir), 0755) == 0 &&
+             mkdir(P("%s/root/docs/.well-known", dir), 0755) == 0;
     static const char *const files[][2] = {
         { "secret.txt", "secret" }, { "root/hello.txt", "hello" }, { "root/hello.txt.br", "br!" },
         { "root/.env", "KEY=1" }, { "root/.git/config", "[core]" }, { "root/index.html", "<h1>top</h1>" },
         { "root/docs/guide.html", "guide" }, { "root/locked/file", "x" },
+        { "root/.well-known/security.txt", "contact" }, { "root/.well-known/.hidden", "h" },
+        { "root/docs/.well-known/x", "x" },
     };
     for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
         FILE *f = fopen(P("%s/%s", dir, files[i][0]), "w");
@@ -379,6 +383,8 @@ static void test_open(const char *dir, bool walk)
         { "/missing", 404, NULL }, { "/missing/x", 404, NULL }, { "/hello.txt/x", 404, NULL },
         { "/.env", 404, NULL }, { "/.git/config", 404, NULL }, { "/../secret.txt", 404, NULL },
         { "/%2e%2e/secret.txt", 404, NULL }, { "/fifo", 404, NULL },
+        { "/.well-known/security.txt", 200, "contact" }, { "/docs/.well-known/x", 404, NULL },
+        { "/.well-known/.hidden", 404, NULL }, { "//docs", 301, "/docs/" }, { "///docs?q", 301, "/docs/?q" },
         { "/outside-link", 404, NULL }, { "/etc-link/passwd", 404, NULL },
         { "/inside-link", walk ? 404 : 200, "hello" }, { "/dir-link/guide.html", walk ? 404 : 200, "guide" },
         { "/locked/file", root_user ? 200 : 403, "x" },

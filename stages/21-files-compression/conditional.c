@@ -179,8 +179,10 @@ enum range_outcome range_parse(const char *value, size_t length, uint64_t size, 
     if (specs != 1)
         return RANGE_IGNORE;
     if (suffix) {
-        if (b == 0 || size == 0)
+        if (b == 0)
             return RANGE_UNSATISFIABLE;
+        if (size == 0) /* RFC 9110 14.1.1: satisfiable, yet no byte to send: the whole (empty) file */
+            return RANGE_IGNORE;
         *first = b >= size ? 0 : size - b;
         *last = size - 1;
         return RANGE_ONE;

@@ -62,7 +62,11 @@ int file_path_decode(const char *target, size_t length, char *out, size_t cap,
                 return 404;
             out[n++] = (char)c;
         }
-        if (out[segment] == '.') /* ".", ".." and hidden files alike */
+        /* ".", ".." and hidden files alike; but a first segment
+         * ".well-known" is the place RFC 8615 gives to security.txt and
+         * the like, and it is served. */
+        if (out[segment] == '.' &&
+            !(segment == 0 && n == 11 && memcmp(out, ".well-known", 11) == 0))
             return 404;
     }
     out[n] = '\0';
@@ -196,9 +200,15 @@ static int found(struct file_found *out, const char *path)
 }
 
 /* The 301 for a directory: Location is the target's path, a '/', then
- * its query; 500 when memory runs out. */
+ * its query; 500 when memory runs out. The path's leading slashes become
+ * one: "//example.com" (a directory of that name) must not redirect to
+ * "//example.com/", which a browser reads as another host. */
 static int redirect(struct file_found *out, const char *target, size_t length)
 {
+    while (length > 1 && target[0] == '/' && target[1] == '/') {
+        target++;
+        length--;
+    }
     const char *query = memchr(target, '?', length);
     size_t path = query ? (size_t)(query - target) : length;
     char *location = malloc(length + 2);
