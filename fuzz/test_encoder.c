@@ -27,19 +27,10 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "check.h"
+
 static char current[128];
 static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            failures++;                                                           \
-            fprintf(stderr, "FAIL %s (%s:%d): %s: ", current, __FILE__, __LINE__, \
-                    #cond);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-        }                                                                         \
-    } while (0)
 
 /* The most an encoder of rsp's parameters may hold (encoder.c's figures
  * are well under it). */

@@ -29,19 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
+
 static const char *current;
 static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            failures++;                                                           \
-            fprintf(stderr, "FAIL %s (%s:%d): %s: ", current, __FILE__, __LINE__, \
-                    #cond);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-        }                                                                         \
-    } while (0)
 
 #define S(lit) lit, sizeof(lit) - 1
 

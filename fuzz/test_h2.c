@@ -30,19 +30,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "check.h"
+
 static const char *current;
 static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            failures++;                                                           \
-            fprintf(stderr, "FAIL %s (%s:%d): %s: ", current, __FILE__, __LINE__, \
-                    #cond);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-        }                                                                         \
-    } while (0)
 
 #define NV(n, v) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE }
 

@@ -32,8 +32,7 @@ static void bad_response(struct relay *relay, const char *what)
     exchange_fail_request(relay, 502);
 }
 
-/* Bytes of a tunnel for the client, counted for the access log. */
-static void to_client(struct relay *relay, const char *data, size_t len)
+void exchange_to_client(struct relay *relay, const char *data, size_t len)
 {
     relay->x->body_bytes += len;
     if (relay->x->response_buffered)
@@ -245,7 +244,7 @@ static void response_head(struct relay *relay, const char *data, size_t len)
         struct buffer rest = x->response_head;
         x->response_head = (struct buffer)BUFFER_INIT;
         if (x->phase == PHASE_TUNNEL) {
-            to_client(relay, buffer_bytes(&rest) + used, have - used);
+            exchange_to_client(relay, buffer_bytes(&rest) + used, have - used);
         } else if (x->framing == FRAMING_NONE) {
             if (have > used)
                 x->upstream_reusable = false; /* bytes after a response without a body */
@@ -274,7 +273,7 @@ static void response_data(struct relay *relay, const char *data, size_t len)
         buffer_free(&x->replay); /* the connection was alive after all */
     }
     if (x->phase == PHASE_TUNNEL) {
-        to_client(relay, data, len);
+        exchange_to_client(relay, data, len);
     } else if (head_pending(x)) {
         /* The head and the body bytes read with it leave in one writev:
          * one packet instead of two (chapter 16). */

@@ -2,7 +2,6 @@
  * client (body_filter.h), and its last step: the client. */
 #include "body_filter.h"
 
-#include "buffering.h"
 #include "log.h"
 #include "relay_private.h"
 #include "response_output.h"
@@ -47,17 +46,6 @@ static int append_chunk(struct buffer *out, const char *data, size_t len)
     return rc == 0 ? 0 : -1;
 }
 
-/* Bytes for the client: counted for the access log, and queued, or
- * spooled while the client is slow (chapter 17). */
-static void to_client(struct relay *relay, const char *data, size_t len)
-{
-    relay->x->body_bytes += len;
-    if (relay->x->response_buffered)
-        buffering_to_client(relay, data, len);
-    else
-        relay->client_ops->write(relay, data, len);
-}
-
 void body_filter_data(struct relay *relay, struct body_filter *to, const char *data, size_t len)
 {
     struct buffer chunk = BUFFER_INIT;
@@ -65,13 +53,13 @@ void body_filter_data(struct relay *relay, struct body_filter *to, const char *d
     if (to != NULL) {
         to->ops->data(to, relay, data, len);
     } else if (!relay->x->chunked) {
-        to_client(relay, data, len);
+        exchange_to_client(relay, data, len);
     } else if (len > 0) {
         if (append_chunk(&chunk, data, len) == -1) {
             log_msg("out of memory framing a response body");
             relay->client_ops->fail(relay);
         } else {
-            to_client(relay, buffer_bytes(&chunk), buffer_length(&chunk));
+            exchange_to_client(relay, buffer_bytes(&chunk), buffer_length(&chunk));
         }
         buffer_free(&chunk);
     }
@@ -88,7 +76,7 @@ void body_filter_end(struct relay *relay, struct body_filter *to)
     if (to != NULL)
         to->ops->end(to, relay);
     else if (relay->x->chunked)
-        to_client(relay, "0\r\n\r\n", 5);
+        exchange_to_client(relay, "0\r\n\r\n", 5);
 }
 
 void body_filter_free_all(struct relay *relay)

@@ -283,6 +283,11 @@ bool exchange_attempt_failed(struct relay *relay, int error);
 /* Closes the backend connection, if any. */
 void exchange_release_backend(struct relay *relay);
 
+/* Bytes of the response (or a tunnel) for the client, as they go out:
+ * counted for the access log, then queued, or spooled while the client is
+ * slow (chapter 17). */
+void exchange_to_client(struct relay *relay, const char *data, size_t len);
+
 /* Gets a backend connection for the request: an idle one of the next
  * backend, or a new connect to the next address or backend. If nothing is
  * left to try, answers `status` (502: and says the pool is unreachable). */
