@@ -9,8 +9,10 @@
  *  - file_path_decode: a decoded path holds no NUL, no "//", no leading or
  *    trailing '/', no segment starting with '.', and fits its buffer.
  *  - range_parse: RANGE_ONE gives first <= last < size; an input that is
- *    RANGE_ONE or RANGE_UNSATISFIABLE for one size is never RANGE_IGNORE
- *    for another (only the size decides satisfiability).
+ *    RANGE_ONE or RANGE_UNSATISFIABLE for one size above zero is never
+ *    RANGE_IGNORE for another (only the size decides satisfiability; an
+ *    empty file ignores a suffix range, RFC 9110 14.1.1, so size 0 is
+ *    checked apart: never RANGE_ONE).
  *  - etag_list_match: a strong match is also a weak match; `*` aside, a
  *    list never matches an etag it does not contain.
  *  - http_date_parse: a parsed date formats and parses back to itself.
@@ -70,7 +72,9 @@ static void check_range(const char *s, size_t n)
         if (r == RANGE_ONE)
             CHECK(first <= last && last < sizes[k], "%llu-%llu of %llu", (unsigned long long)first,
                   (unsigned long long)last, (unsigned long long)sizes[k]);
-        if (k > 0)
+        if (sizes[k] == 0)
+            CHECK(r != RANGE_ONE, "a range of an empty file");
+        else if (k > 1)
             CHECK((r == RANGE_IGNORE) == (seen == RANGE_IGNORE), "ignored for one size only");
         seen = r;
     }
