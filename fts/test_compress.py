@@ -152,6 +152,7 @@ NOT_COMPRESSED = {
     "partial": dict(status=206, headers=[("Content-Range", f"bytes 0-{len(PAGE) - 1}/{len(PAGE) * 2}")]),
     "not-found": dict(status=404), "error": dict(status=500),
     "encoded": dict(headers=[("Content-Encoding", "gzip")], body=gzip.compress(PAGE)),
+    "identity-then-gzip": dict(headers=[("Content-Encoding", "identity, gzip")], body=gzip.compress(PAGE)),
     "identity-encoded": dict(headers=[("Content-Encoding", "identity")], body=b"x" * 300 + PAGE, compress=True),
     "no-transform": dict(headers=[("Cache-Control", "public, no-transform")]),
     "png": dict(content_type="image/png"), "octets": dict(content_type="application/octet-stream"),

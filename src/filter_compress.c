@@ -68,6 +68,27 @@ static bool list_has(const char *value, const char *token)
     return false;
 }
 
+/* Whether the comma-separated list value holds nothing but token (case
+ * ignored; empty elements aside). */
+static bool list_only(const char *value, const char *token)
+{
+    size_t n = strlen(token);
+
+    for (const char *p = value; *p != '\0';) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *start = p;
+        while (*p != '\0' && *p != ',')
+            p++;
+        const char *end = p;
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (end > start && !((size_t)(end - start) == n && strncasecmp(start, token, n) == 0))
+            return false;
+    }
+    return true;
+}
+
 /* Whether any field called name holds token in its list. */
 static bool head_list_has(const struct response_head *head, const char *name, const char *token)
 {
@@ -90,7 +111,7 @@ static bool compress_applies(const struct relay *relay, const struct response_he
     if (head->body == RESPONSE_BODY_LENGTH && head->length < settings->min_length)
         return false;
     i = response_head_find(head, "Content-Encoding");
-    if (i >= 0 && !list_has(head->fields[i].value, "identity"))
+    if (i >= 0 && !list_only(head->fields[i].value, "identity"))
         return false;
     if (head_list_has(head, "Cache-Control", "no-transform"))
         return false;
