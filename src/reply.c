@@ -37,6 +37,7 @@ const char *reply_reason(int status)
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
     case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 426: return "Upgrade Required";
@@ -63,6 +64,7 @@ static const char *explanation(int status)
     case 404: return "There is nothing at this address.";
     case 412: return "A precondition of the request does not hold for what is at this address.";
     case 414: return "The request line is longer than rsp accepts.";
+    case 416: return "The range asked for begins past the end of what is at this address.";
     case 421: return "This server does not serve that host name.";
     case 431: return "The request's headers are larger than rsp accepts.";
     case 405: return "rsp forwards requests to web servers; it opens no tunnels (CONNECT).";
