@@ -442,6 +442,27 @@ def test_precompressed_only_some_present(start_proxy, variants):
     assert r.header("Content-Encoding") == "gzip" and r.body == encoded["gzip"], r.headers
 
 
+def test_precompressed_from_every_accept_encoding_field(start_proxy, variants):
+    """Two Accept-Encoding fields are one list (RFC 9110 5.3): "gzip;q=0.1"
+    then "zstd": zstd, as the compression filter would choose."""
+    www, encoded = variants
+    proxy = serve(start_proxy, www)
+    r = fetch(proxy, "/x.css", headers=[("Accept-Encoding", "gzip;q=0.1"), ("Accept-Encoding", "zstd")])
+    assert r.header("Content-Encoding") == "zstd" and r.body == encoded["zstd"], r.headers
+
+
+def test_vary_for_a_type_of_the_sites_compress_list(start_proxy, root):
+    """A type rsp does not compress by default (application/octet-stream)
+    but that the site's compress.types names varies on Accept-Encoding:
+    another client may get it compressed."""
+    write_tree(root, {"blob.bin": b"\x00" * 1000})
+    plain = fetch(serve(start_proxy, root), "/blob.bin")
+    assert "accept-encoding" not in tokens(plain, "Vary"), plain.headers
+    proxy = serve(start_proxy, root, compress={"types": ["application/octet-stream"]})
+    r = fetch(proxy, "/blob.bin")
+    assert r.status == 200 and "accept-encoding" in tokens(r, "Vary"), r.headers
+
+
 def test_precompressed_not_for_range(start_proxy, variants):
     www, _ = variants
     proxy = serve(start_proxy, www)

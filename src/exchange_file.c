@@ -27,10 +27,12 @@
 #include "buffering.h"
 #include "conditional.h"
 #include "file_path.h"
+#include "filter_compress.h"
 #include "http_date.h"
 #include "log.h"
 #include "mime.h"
 #include "reply.h"
+#include "site_output.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -170,13 +172,13 @@ static void answer_416(struct relay *relay, uint64_t size)
 /* Tries the precompressed siblings the client accepts, best first (ties
  * br > zstd > gzip). Returns true with the one opened in c (the file's
  * own closed), false to send the file itself. */
-static bool choose_variant(struct relay *relay, const char *accept, size_t accept_length,
+static bool choose_variant(struct relay *relay, const struct request_view *view,
                            struct file_choice *c)
 {
     unsigned allowed = ENCODING_ALL;
 
     for (;;) {
-        enum encoding coding = accept_encoding_choose(accept, accept_length, allowed);
+        enum encoding coding = filter_compress_accepted(view, allowed);
         struct file_found variant;
 
         if (coding == ENCODING_NONE)
@@ -484,9 +486,8 @@ void exchange_serve_file(struct relay *relay)
     struct exchange *x = relay->x;
     struct request_view view = relay_request_view(relay);
     struct file_choice c = { .encoding = NULL };
-    size_t length, accept_length;
+    size_t length;
     const char *target = target_path(&view, &length);
-    const char *accept = header_value(&view, "accept-encoding", &accept_length);
     bool get = request_method_is(&view, "GET"), vary;
     int status;
 
@@ -512,8 +513,11 @@ void exchange_serve_file(struct relay *relay)
     size_t range_length;
     bool ranged = get && header_value(&view, "range", &range_length) != NULL;
 
-    vary = media_type_compressible(type, strlen(type), NULL, 0);
-    if (accept == NULL || ranged || !choose_variant(relay, accept, accept_length, &c))
+    const struct compress_settings *compress =
+        &site_output_for(relay->config, x->output_site, x->pool)->compress;
+    vary = media_type_compressible(type, strlen(type), NULL, 0) ||
+           (compress->on && media_type_compressible(type, strlen(type), compress->types, compress->type_count));
+    if (ranged || !choose_variant(relay, &view, &c))
         c.etag_length = etag_format(c.etag, c.found.st.st_mtime, (uint64_t)c.found.st.st_size, "");
     else
         vary = true;

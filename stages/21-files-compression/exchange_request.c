@@ -6,6 +6,7 @@
  * then body, exactly as the client framed it. */
 #include "exchange_private.h"
 
+#include "accept_encoding.h"
 #include "acme.h"
 #include "backend.h"
 #include "buffering.h"
@@ -242,7 +243,7 @@ static void request_ready(struct relay *relay)
     access_log_capture(relay);
     x->head_method = exchange_is_head_request(relay);
     /* The head is gone when the response starts: the coding is chosen now. */
-    x->accepted = filter_compress_accepted(&view);
+    x->accepted = filter_compress_accepted(&view, ENCODING_ALL);
     /* A target rsp refuses (an encoded slash, ...) under the ACME path is
      * one more name that is not a token there: 404, as for the others. */
     if (status == 400 && !relay->tls && relay->config->tls.acme_webroot != NULL &&

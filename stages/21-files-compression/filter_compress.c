@@ -23,7 +23,7 @@ struct compress_filter {
 
 static const struct body_filter_ops compress_ops;
 
-enum encoding filter_compress_accepted(const struct request_view *rq)
+enum encoding filter_compress_accepted(const struct request_view *rq, unsigned allowed)
 {
     size_t i = request_find_header(rq, "accept-encoding", 0);
     struct buffer all = BUFFER_INIT;
@@ -33,7 +33,7 @@ enum encoding filter_compress_accepted(const struct request_view *rq)
         return ENCODING_NONE;
     if (request_find_header(rq, "accept-encoding", i + 1) == rq->header_count) {
         const struct http_span *v = &rq->headers[i].value;
-        return accept_encoding_choose(rq->buf + v->offset, v->length, ENCODING_ALL);
+        return accept_encoding_choose(rq->buf + v->offset, v->length, allowed);
     }
     /* Several fields are one comma-separated list (RFC 9110 5.3). */
     for (; i < rq->header_count; i = request_find_header(rq, "accept-encoding", i + 1)) {
@@ -43,7 +43,7 @@ enum encoding filter_compress_accepted(const struct request_view *rq)
             return ENCODING_NONE; /* out of memory: sent as it is */
         }
     }
-    chosen = accept_encoding_choose(buffer_bytes(&all), buffer_length(&all), ENCODING_ALL);
+    chosen = accept_encoding_choose(buffer_bytes(&all), buffer_length(&all), allowed);
     buffer_free(&all);
     return chosen;
 }

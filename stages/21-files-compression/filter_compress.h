@@ -26,10 +26,11 @@
 
 struct relay;
 
-/* The coding the client prefers among br, zstd and gzip, from every
- * Accept-Encoding field of the request (taken together, as one list);
- * ENCODING_NONE when it accepts none or sent no such field. */
-enum encoding filter_compress_accepted(const struct request_view *rq);
+/* The coding the client prefers among those of `allowed` (a mask of
+ * ENCODING_BIT), from every Accept-Encoding field of the request (taken
+ * together, as one list); ENCODING_NONE when it accepts none of them or
+ * sent no such field. */
+enum encoding filter_compress_accepted(const struct request_view *rq, unsigned allowed);
 
 /* Adds the compression filter to the front of the exchange's chain if the
  * response whose final head is `head` is to be compressed under
