@@ -6,7 +6,7 @@
 # and is then in its stage directory, with ./rsp built (or it stops with a
 # message saying how to build it). Helpers:
 #
-#   demo_port                  prints a free TCP port on 127.0.0.1
+#   demo_port                  prints a free TCP port on 127.0.0.1, below the ephemeral range
 #   demo_start NAME CMD...     starts CMD in the background, output to
 #                              $DEMO_TMP/NAME.log; stopped when the demo ends
 #   demo_wait_port PORT        waits (10 s at most) until something listens on PORT
@@ -71,8 +71,26 @@ demo_fail() {
   exit 1
 }
 
+# The port is free now, and chosen below the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range): what runs beside a demo (a
+# test suite) binds port 0 and connects from ephemeral ports, which never
+# fall there, so the port stays the demo's until it uses it, even one it
+# keeps free on purpose (a backend that is down).
 demo_port() {
-  "$DEMO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  "$DEMO_PYTHON" -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for port in random.sample(range(10000, low), min(200, low - 10000)) if low > 10200 else []:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    break
+else:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
 
 demo_start() {
