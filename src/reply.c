@@ -68,7 +68,7 @@ static const char *explanation(int status)
     case 421: return "This server does not serve that host name.";
     case 431: return "The request's headers are larger than rsp accepts.";
     case 405: return "rsp forwards requests to web servers; it opens no tunnels (CONNECT).";
-    case 500: return "Something went wrong inside rsp while answering this request; its log says what.";
+    case 500: return "rsp's route function failed on this request, or a file could not be read; its log says which.";
     case 502: return "rsp could not get an answer from any backend server.";
     case 503: return "The server is too busy to answer right now; please try again shortly.";
     case 505: return "rsp speaks HTTP/1.0 and HTTP/1.1 only.";
