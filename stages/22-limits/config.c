@@ -1,0 +1,665 @@
+/* config.c -- loading the Lua configuration with LuaJIT.
+ *
+ * The config file is a Lua program: whatever globals it sets once it has
+ * run are the settings. So an operator can compute values, read the
+ * environment or share pieces between files, and we only check the result. */
+#include "config.h"
+
+#include "access_log.h"
+#include "config_read.h"
+#include "mime.h"
+#include "net.h"
+#include "route.h"
+#include "router.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <pwd.h>
+#include <lua.h>
+#include <luajit.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_DOWN_TIME 5.0
+#define DEFAULT_CONNECT_TIMEOUT 5.0
+#define DEFAULT_HEADER_TIMEOUT 10.0
+#define DEFAULT_BODY_TIMEOUT 30.0
+#define DEFAULT_RESPONSE_TIMEOUT 60.0
+#define DEFAULT_IDLE_TIMEOUT 300.0
+#define DEFAULT_ROUTE_TIME_LIMIT 0.1
+#define DEFAULT_KEEPALIVE_TIMEOUT 75.0
+#define DEFAULT_SHUTDOWN_TIMEOUT 10.0
+#define DEFAULT_TICKET_KEY_LIFETIME 43200.0 /* 12 hours */
+#define DEFAULT_KEEPALIVE_REQUESTS 1000
+#define DEFAULT_BACKEND_KEEPALIVE 32
+#define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
+#define DEFAULT_HTTP2_MAX_STREAMS 128 /* as nginx's http2_max_concurrent_streams */
+#define HTTP2_MAX_STREAMS_LIMIT 1024  /* each open stream is an exchange with its buffers */
+
+/* Lua's own messages usually begin with "PATH:LINE:" already; then we print
+ * them as they are. */
+void config_error(const char *path, const char *format, ...)
+{
+    char message[512];
+    size_t path_len = strlen(path);
+    va_list args;
+
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    if (strncmp(message, path, path_len) == 0 && message[path_len] == ':')
+        fprintf(stderr, "rsp: %s\n", message);
+    else
+        fprintf(stderr, "rsp: %s: %s\n", path, message);
+}
+
+void config_global(lua_State *L, const char *name)
+{
+    lua_pushstring(L, name);
+    lua_rawget(L, LUA_GLOBALSINDEX);
+}
+
+int config_split_host_port(const char *text, char *host, size_t host_size, const char **port)
+{
+    const char *colon;
+    size_t host_len;
+
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL || close[1] != ':')
+            return -1;
+        host_len = (size_t)(close - text - 1);
+        text++;
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (colon == NULL || memchr(text, ':', (size_t)(colon - text)) != NULL)
+            return -1; /* no port, or an IPv6 address without brackets */
+        host_len = (size_t)(colon - text);
+    }
+    if (host_len == 0 || host_len >= host_size)
+        return -1;
+    memcpy(host, text, host_len);
+    host[host_len] = '\0';
+    *port = colon + 1;
+    return 0;
+}
+
+/* listen = 8000 | "8000" | "ADDRESS:PORT" */
+static int read_listen(lua_State *L, const char *path, struct config *config)
+{
+    int rc = -1;
+
+    config_global(L, "listen");
+    if (lua_isnil(L, -1)) {
+        config_global(L, "listenPort");
+        if (!lua_isnil(L, -1))
+            config_error(path, "setting 'listen' is missing (listenPort, backendAddress and "
+                               "backendPort became 'listen' and 'backends' in stage 05)");
+        else
+            config_error(path, "setting 'listen' is missing");
+        lua_pop(L, 1);
+    } else {
+        rc = config_read_address(L, path, "listen", &config->listen_host, config->listen_port);
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+void config_field(lua_State *L, int t, const char *name)
+{
+    if (t == LUA_GLOBALSINDEX) {
+        config_global(L, name);
+        return;
+    }
+    lua_pushstring(L, name);
+    lua_rawget(L, t < 0 ? t - 1 : t);
+}
+
+/* Reads a positive number setting of the globals, with a default and a
+ * range (both inclusive). */
+static int read_number(lua_State *L, const char *path, const char *name, double fallback,
+                       double min, double max, double *out)
+{
+    int rc = 0;
+
+    config_global(L, name);
+    *out = fallback;
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= min && lua_tonumber(L, -1) <= max) {
+        *out = lua_tonumber(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s' must be a number from %.10g to %.10g", name, min, max);
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* The five timeouts, in seconds: fractions allowed, at most a day. */
+static int read_timeouts(lua_State *L, const char *path, struct timeouts *t)
+{
+    if (read_number(L, path, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, 0.001, 86400,
+                    &t->connect) == -1 ||
+        read_number(L, path, "header_timeout", DEFAULT_HEADER_TIMEOUT, 0.001, 86400,
+                    &t->header) == -1 ||
+        read_number(L, path, "body_timeout", DEFAULT_BODY_TIMEOUT, 0.001, 86400, &t->body) == -1 ||
+        read_number(L, path, "response_timeout", DEFAULT_RESPONSE_TIMEOUT, 0.001, 86400,
+                    &t->response) == -1 ||
+        read_number(L, path, "idle_timeout", DEFAULT_IDLE_TIMEOUT, 0.001, 86400, &t->idle) == -1)
+        return -1;
+    return 0;
+}
+
+/* Reads a whole-number setting of the globals, from min to max. */
+static int read_count(lua_State *L, const char *path, const char *name, double fallback,
+                      double min, double max, unsigned *out)
+{
+    double value;
+
+    if (read_number(L, path, name, fallback, min, max, &value) == -1)
+        return -1;
+    if (value != (double)(unsigned)value) {
+        config_error(path, "setting '%s' must be a whole number from %.10g to %.10g", name, min, max);
+        return -1;
+    }
+    *out = (unsigned)value;
+    return 0;
+}
+
+/* The keep-alive settings of both sides. */
+static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
+{
+    if (read_number(L, path, "keepalive_timeout", DEFAULT_KEEPALIVE_TIMEOUT, 0, 86400,
+                    &k->timeout) == -1 ||
+        read_count(L, path, "keepalive_requests", DEFAULT_KEEPALIVE_REQUESTS, 1, 1e9,
+                   &k->requests) == -1 ||
+        read_count(L, path, "backend_keepalive", DEFAULT_BACKEND_KEEPALIVE, 0, 100000,
+                   &k->backend_idle) == -1 ||
+        read_number(L, path, "backend_idle_timeout", DEFAULT_BACKEND_IDLE_TIMEOUT, 0.001, 86400,
+                    &k->backend_idle_timeout) == -1)
+        return -1;
+    return 0;
+}
+
+int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
+                        bool *out)
+{
+    int rc = 0;
+
+    config_global(L, name);
+    *out = fallback;
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        *out = lua_toboolean(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s' must be true or false, not a %s", name,
+                     luaL_typename(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* What may pass to a backend that most proxies refuse or drop. */
+static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
+{
+    if (config_read_boolean(L, path, "allow_underscores_in_headers", false,
+                            &policy->allow_underscores_in_headers) == -1 ||
+        config_read_boolean(L, path, "allow_encoded_slashes", false,
+                            &policy->allow_encoded_slashes) == -1)
+        return -1;
+    return 0;
+}
+
+/* max_request_line and max_request_head: the parser's limits. */
+static int read_limits(lua_State *L, const char *path, struct http_limits *limits)
+{
+    double line, head;
+
+    if (read_number(L, path, "max_request_line", 8192, 256, 1048576, &line) == -1 ||
+        read_number(L, path, "max_request_head", 32768, 256, 1048576, &head) == -1)
+        return -1;
+    if (line != (double)(size_t)line || head != (double)(size_t)head) {
+        config_error(path, "setting '%s' must be a whole number of bytes",
+                     line != (double)(size_t)line ? "max_request_line" : "max_request_head");
+        return -1;
+    }
+    if (head < line) {
+        config_error(path, "setting 'max_request_head' (%g) must be at least 'max_request_line' (%g)",
+                     head, line);
+        return -1;
+    }
+    limits->max_line = (size_t)line;
+    limits->max_head = (size_t)head;
+    return 0;
+}
+
+/* The libraries a config may use: Lua's standard ones and bit. Not jit,
+ * with which a script could switch the compiler back on (and compiled code
+ * never calls the hook that enforces route's time limit, route.c), nor ffi,
+ * nor debug.sethook, which could remove that hook, nor package.loadlib,
+ * which could load either from a shared library. Runs in lua_cpcall. */
+static int open_libraries(lua_State *L)
+{
+    static const luaL_Reg libraries[] = {
+        { "", luaopen_base },
+        { LUA_LOADLIBNAME, luaopen_package },
+        { LUA_TABLIBNAME, luaopen_table },
+        { LUA_IOLIBNAME, luaopen_io },
+        { LUA_OSLIBNAME, luaopen_os },
+        { LUA_STRLIBNAME, luaopen_string },
+        { LUA_MATHLIBNAME, luaopen_math },
+        { LUA_DBLIBNAME, luaopen_debug },
+        { LUA_BITLIBNAME, luaopen_bit },
+    };
+
+    for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++) {
+        lua_pushcfunction(L, libraries[i].func);
+        lua_pushstring(L, libraries[i].name);
+        lua_call(L, 1, 0);
+    }
+    lua_getfield(L, LUA_GLOBALSINDEX, LUA_DBLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "sethook");
+    lua_getfield(L, LUA_GLOBALSINDEX, LUA_LOADLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "loadlib");
+    return 0;
+}
+
+/* Loads and runs the script, text (the contents of path). On failure,
+ * prints Lua's message, which names path as luaL_loadfile would. */
+static int run_script(lua_State *L, const char *path, const char *text, size_t length)
+{
+    char chunkname[512];
+
+    snprintf(chunkname, sizeof chunkname, "@%s", path);
+    /* As luaL_loadfile does, a first line starting with '#' (#!/usr/bin/env ...)
+     * is not Lua; its newline stays, so that line numbers do not move. */
+    if (length > 0 && text[0] == '#') {
+        const char *newline = memchr(text, '\n', length);
+        size_t skip = newline != NULL ? (size_t)(newline - text) : length;
+
+        text += skip;
+        length -= skip;
+    }
+    if (luaL_loadbuffer(L, text, length, chunkname) != 0 || lua_pcall(L, 0, 0, 0) != 0) {
+        const char *message = lua_tostring(L, -1);
+        config_error(path, "%s", message != NULL ? message : "error object is not a string");
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
+int config_check_fields(lua_State *L, const char *path, const char *setting,
+                        const char *const known[])
+{
+    char list[200] = "";
+
+    for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1)) {
+        bool found = false;
+
+        for (size_t i = 0; known[i] != NULL && !found; i++)
+            found = lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), known[i]) == 0;
+        if (found)
+            continue;
+        for (size_t i = 0; known[i] != NULL; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
+        if (lua_type(L, -2) == LUA_TSTRING)
+            config_error(path, "setting '%s' has no field '%.100s' (it may have: %s)", setting,
+                         lua_tostring(L, -2), list);
+        else
+            config_error(path, "setting '%s' has a %s key; its fields are: %s", setting,
+                         luaL_typename(L, -2), list);
+        lua_pop(L, 2);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads an optional string setting: a non-empty string without zero
+ * bytes, copied to *out (NULL when the setting is not there). */
+static int read_text(lua_State *L, const char *path, const char *name, char **out)
+{
+    int rc = 0;
+
+    config_global(L, name);
+    *out = NULL;
+    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
+        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
+        *out = strdup(lua_tostring(L, -1));
+        if (*out == NULL) {
+            config_error(path, "out of memory");
+            rc = -1;
+        }
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s' must be a non-empty string", name);
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+int config_access_format(const char *name)
+{
+    static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
+
+    if (name == NULL)
+        return ACCESS_COMBINED;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i; /* in enum access_format's order */
+    return -1;
+}
+
+/* shutdown_timeout, access_log, access_log_format, user, pid_file and
+ * ticket_key_lifetime (from a second, for tests, to a week). */
+static int read_operations(lua_State *L, const char *path, struct operations *o)
+{
+    char *format = NULL;
+    int rc = -1;
+
+    if (read_number(L, path, "shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT, 0, 86400,
+                    &o->shutdown_timeout) == -1 ||
+        read_text(L, path, "access_log", &o->access_log) == -1 ||
+        read_text(L, path, "access_log_format", &format) == -1 ||
+        read_text(L, path, "user", &o->user) == -1 || read_text(L, path, "pid_file", &o->pid_file) == -1 ||
+        read_number(L, path, "ticket_key_lifetime", DEFAULT_TICKET_KEY_LIFETIME, 1, 604800,
+                    &o->ticket_key_lifetime) == -1)
+        goto out;
+    o->access_log_format = config_access_format(format);
+    if (o->access_log_format == -1) {
+        config_error(path, "setting 'access_log_format' must be \"combined\", \"timed\", \"vhost_combined\" "
+                     "or \"json\", not \"%.100s\"", format);
+        goto out;
+    }
+    if (o->user != NULL && getpwnam(o->user) == NULL) {
+        config_error(path, "setting 'user': there is no user \"%.100s\" on this system", o->user);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(format);
+    return rc;
+}
+
+/* The settings rsp reads, for config_warn_strays. */
+static const char *const settings[] = {
+    "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
+    "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
+    "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
+    "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
+    "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
+    "access_log_format", "user", "pid_file", "ticket_key_lifetime", "status_listen", "status_public", "workers", "reuseport", "tls",
+    "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
+    "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
+    "max_temp_file_size", "http2_max_streams", "root", "compress", "headers", "error_pages", NULL,
+};
+
+/* The edit distance between a and b (insertions, deletions and
+ * substitutions), or 3 if it is more than 2: close is all we ask. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[32], prev_diagonal;
+
+    if (la >= 32 || lb >= 32 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        prev_diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int above = row[j];
+            int best = prev_diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            prev_diagonal = above;
+        }
+    }
+    return row[lb] > 2 ? 3 : row[lb];
+}
+
+/* A script may set globals of its own (helpers, tables it shares between
+ * sites), so a global rsp does not read is no error. But one that is a
+ * letter or two away from a setting ("balence", "Listen") is most likely a
+ * typo whose setting silently keeps its default: say so. */
+static void config_warn_strays(lua_State *L, const char *path)
+{
+    for (lua_pushnil(L); lua_next(L, LUA_GLOBALSINDEX) != 0; lua_pop(L, 1)) {
+        const char *name;
+        bool known = false;
+
+        if (lua_type(L, -2) != LUA_TSTRING)
+            continue;
+        name = lua_tostring(L, -2);
+        for (size_t i = 0; settings[i] != NULL && !known; i++)
+            known = strcmp(name, settings[i]) == 0;
+        for (size_t i = 0; settings[i] != NULL && !known; i++) {
+            if (edit_distance(name, settings[i]) <= 2 && strlen(name) > 3) {
+                config_error(path, "warning: '%s' is not a setting; did you mean '%s'?", name,
+                             settings[i]);
+                break;
+            }
+        }
+    }
+}
+
+/* route = function (req) ... end, and route_time_limit. Sets *has_route. */
+static int read_route(lua_State *L, const char *path, struct config *config, bool *has_route)
+{
+    int type;
+
+    config_global(L, "route");
+    type = lua_type(L, -1);
+    lua_pop(L, 1);
+    *has_route = type == LUA_TFUNCTION;
+    if (type != LUA_TNIL && type != LUA_TFUNCTION) {
+        config_error(path, "setting 'route' must be a function, like function route(req) ... end, "
+                           "not a %s", lua_typename(L, type));
+        return -1;
+    }
+    return read_number(L, path, "route_time_limit", DEFAULT_ROUTE_TIME_LIMIT, 0.001, 10,
+                       &config->route_time_limit);
+}
+
+int config_load(const char *path, struct config *config)
+{
+    char *text;
+    size_t length;
+    int rc;
+
+    memset(config, 0, sizeof *config);
+    if (config_read_file(path, &text, &length) == -1)
+        return -1;
+    rc = config_load_text(path, text, length, config);
+    free(text);
+    return rc;
+}
+
+int config_load_text(const char *path, const char *text, size_t length, struct config *config)
+{
+    lua_State *L = luaL_newstate();
+    bool has_route = false;
+    int rc = -1;
+
+    memset(config, 0, sizeof *config);
+    config->default_pool.root_fd = -1; /* a pool of backends, until `root` says otherwise */
+    if (L == NULL) {
+        config_error(path, "cannot create a Lua state (out of memory)");
+        return -1;
+    }
+    /* Interpreted from the start: a route function must never be compiled
+     * (route.c says why), nor anything it calls. */
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    if (lua_cpcall(L, open_libraries, NULL) != 0) {
+        config_error(path, "cannot open the Lua libraries (out of memory)");
+        lua_close(L);
+        return -1;
+    }
+
+    if (run_script(L, path, text, length) == 0 &&
+        read_listen(L, path, config) == 0 &&
+        read_number(L, path, "down_time", DEFAULT_DOWN_TIME, 0.001, 86400,
+                    &config->default_pool.down_time) == 0 &&
+        config_read_health(L, path, LUA_GLOBALSINDEX, "health_check", &config_health_defaults,
+                           &config->health) == 0 &&
+        config_read_default_site(L, path, config) == 0 &&
+        config_read_pools(L, path, config) == 0 &&
+        config_read_sites(L, path, config) == 0 &&
+        read_limits(L, path, &config->limits) == 0 &&
+        read_policy(L, path, &config->policy) == 0 &&
+        read_timeouts(L, path, &config->timeouts) == 0 &&
+        read_keepalive(L, path, &config->keepalive) == 0 &&
+        read_operations(L, path, &config->operations) == 0 &&
+        read_count(L, path, "http2_max_streams", DEFAULT_HTTP2_MAX_STREAMS, 1,
+                   HTTP2_MAX_STREAMS_LIMIT, &config->http2.max_streams) == 0 &&
+        config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
+        config_read_buffering(L, path, &config->buffering) == 0 &&
+        read_route(L, path, config, &has_route) == 0) {
+        if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
+            config_error(path, "setting 'backends' (or 'root') is missing (and there are no 'sites' "
+                               "and no 'route')");
+        else
+            rc = 0;
+    }
+    if (rc == 0) {
+        config_warn_strays(L, path);
+        router_count_sites(&config->router);
+        /* Files and error pages get their Content-Type from it: read with
+         * the generation, so a reload sees an edited /etc/mime.types. */
+        config->mime = mime_table_load(NULL);
+        if (config->mime == NULL) {
+            config_error(path, "out of memory reading /etc/mime.types");
+            rc = -1;
+        }
+    }
+
+    if (rc == 0 && has_route) {
+        /* The Lua state lives on, for route; config_free closes it. */
+        if (route_hook_init(&config->route, L, config->pools, config->pool_count,
+                            config->route_time_limit) == -1) {
+            config_error(path, "out of memory setting up 'route'");
+            rc = -1;
+        }
+    } else {
+        lua_close(L);
+    }
+    if (rc == -1)
+        config_free(config);
+    return rc;
+}
+
+struct pool *config_pool_at(struct config *config, size_t i)
+{
+    if (i == 0 && config->router.fallback != NULL)
+        return &config->default_pool;
+    if (config->router.fallback != NULL)
+        i--;
+    if (i < config->pool_count)
+        return &config->pools[i].pool;
+    i -= config->pool_count;
+    for (size_t j = 0; j < config->router.count; j++) {
+        struct site *site = &config->router.sites[j];
+        if (site->pool == &site->own && i-- == 0)
+            return &site->own;
+    }
+    return NULL;
+}
+
+void config_free(struct config *config)
+{
+    route_hook_free(&config->route);
+    free(config->listen_host);
+    config->listen_host = NULL;
+    free(config->scaling.status_host);
+    config->scaling.status_host = NULL;
+    config_free_tls(&config->tls);
+    free(config->operations.access_log);
+    access_log_release(config->operations.log);
+    config->operations.log = NULL;
+    free(config->operations.user);
+    free(config->operations.pid_file);
+    free(config->buffering.temp_dir);
+    config->operations.access_log = config->operations.user = config->operations.pid_file = NULL;
+    site_output_free(&config->output);
+    mime_table_free(config->mime);
+    config->mime = NULL;
+    pool_free(&config->default_pool);
+    site_output_free(&config->default_pool.output);
+    for (size_t i = 0; i < config->pool_count; i++) {
+        free(config->pools[i].name);
+        pool_free(&config->pools[i].pool);
+        site_output_free(&config->pools[i].pool.output);
+    }
+    free(config->pools);
+    config->pools = NULL;
+    config->pool_count = 0;
+    for (size_t i = 0; i < config->router.count; i++) {
+        struct site *site = &config->router.sites[i];
+
+        free(site->name);
+        pool_free(&site->own);
+        site_output_free(&site->own.output);
+        site_output_free(&site->output);
+        for (size_t j = 0; j < site->alias_count; j++)
+            free(site->aliases[j]);
+        free(site->aliases);
+        free(site->access_log);
+        access_log_release(site->log);
+    }
+    free(config->router.sites);
+    config->router.sites = NULL;
+    config->router.count = 0;
+    config->router.fallback = NULL;
+}
+
+struct config *config_open(const char *path)
+{
+    char *text;
+    size_t length;
+    struct config *c;
+
+    if (config_read_file(path, &text, &length) == -1)
+        return NULL;
+    c = config_open_text(path, text, length);
+    free(text);
+    return c;
+}
+
+struct config *config_open_text(const char *path, const char *text, size_t length)
+{
+    struct config *c = malloc(sizeof *c);
+
+    if (c == NULL) {
+        config_error(path, "out of memory");
+        return NULL;
+    }
+    if (config_load_text(path, text, length, c) == -1) {
+        free(c);
+        return NULL;
+    }
+    c->refs = 1;
+    return c;
+}
+
+struct config *config_hold(struct config *c)
+{
+    c->refs++;
+    return c;
+}
+
+void config_release(struct config *c)
+{
+    if (--c->refs > 0)
+        return;
+    config_free(c);
+    free(c);
+}
