@@ -7,25 +7,8 @@
 #include "request.h"
 #include "route.h"
 #include "router.h"
+#include "settings.h"
 #include "site_output.h"
-
-/* How long each wait may last, in seconds (relay.c). */
-struct timeouts {
-    double connect;             /* for a backend to accept the connection */
-    double header;              /* for a client to send its whole request head */
-    double body;                /* between two reads of a request body */
-    double response;            /* for a backend to begin its response */
-    double idle;                /* with no byte either way */
-};
-
-/* Keeping connections open for more requests (chapter 09). */
-struct keepalive {
-    double timeout;             /* a client's silence between requests, seconds; 0: close */
-    unsigned requests;          /* requests per client connection */
-    unsigned backend_idle;      /* idle connections always kept per backend (more while
-                                   more were in use lately: upstream.c); 0: none */
-    double backend_idle_timeout; /* seconds an idle backend connection is kept */
-};
 
 struct access_log;
 struct mime_table;

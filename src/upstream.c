@@ -1,9 +1,9 @@
 /* upstream.c -- backend connections and the idle pools. */
 #include "upstream.h"
 
-#include "backend.h"
-#include "config.h"
 #include "net.h"
+#include "pool.h"
+#include "settings.h"
 #include "stats.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* health.h -- active health checks: rsp asks each backend itself.
  *
- * Passive health (backend.c) learns that a backend is down only when a
+ * Passive health (pool.c) learns that a backend is down only when a
  * client's connect to it fails, and tries it again after down_time with a
  * real client's request. Active checks learn it without costing any client
  * anything: every `interval` seconds rsp sends each backend of a pool
@@ -11,7 +11,7 @@
 #ifndef RSP_HEALTH_H
 #define RSP_HEALTH_H
 
-#include "backend.h"
+#include "pool.h"
 
 /* Starts checking backend b with these settings (copied); the first
  * check starts at once. Returns 0, or -1 if out of memory (logged). */

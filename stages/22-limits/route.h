@@ -8,9 +8,9 @@
 #ifndef RSP_ROUTE_H
 #define RSP_ROUTE_H
 
-#include "backend.h"
 #include "buffer.h"
 #include "http.h"
+#include "pool.h"
 #include "request.h"
 
 #include <lua.h>

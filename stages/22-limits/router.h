@@ -2,7 +2,7 @@
 #ifndef RSP_ROUTER_H
 #define RSP_ROUTER_H
 
-#include "backend.h"
+#include "pool.h"
 
 #include <stddef.h>
 
