@@ -18,7 +18,6 @@
 #include <lua.h>
 #include <luajit.h>
 #include <lualib.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,55 +38,6 @@
 #define DEFAULT_HTTP2_MAX_STREAMS 128 /* as nginx's http2_max_concurrent_streams */
 #define HTTP2_MAX_STREAMS_LIMIT 1024  /* each open stream is an exchange with its buffers */
 
-/* Lua's own messages usually begin with "PATH:LINE:" already; then we print
- * them as they are. */
-void config_error(const char *path, const char *format, ...)
-{
-    char message[512];
-    size_t path_len = strlen(path);
-    va_list args;
-
-    va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
-    va_end(args);
-    if (strncmp(message, path, path_len) == 0 && message[path_len] == ':')
-        fprintf(stderr, "rsp: %s\n", message);
-    else
-        fprintf(stderr, "rsp: %s: %s\n", path, message);
-}
-
-void config_global(lua_State *L, const char *name)
-{
-    lua_pushstring(L, name);
-    lua_rawget(L, LUA_GLOBALSINDEX);
-}
-
-int config_split_host_port(const char *text, char *host, size_t host_size, const char **port)
-{
-    const char *colon;
-    size_t host_len;
-
-    if (text[0] == '[') {
-        const char *close = strchr(text, ']');
-        if (close == NULL || close[1] != ':')
-            return -1;
-        host_len = (size_t)(close - text - 1);
-        text++;
-        colon = close + 1;
-    } else {
-        colon = strrchr(text, ':');
-        if (colon == NULL || memchr(text, ':', (size_t)(colon - text)) != NULL)
-            return -1; /* no port, or an IPv6 address without brackets */
-        host_len = (size_t)(colon - text);
-    }
-    if (host_len == 0 || host_len >= host_size)
-        return -1;
-    memcpy(host, text, host_len);
-    host[host_len] = '\0';
-    *port = colon + 1;
-    return 0;
-}
-
 /* listen = 8000 | "8000" | "ADDRESS:PORT" */
 static int read_listen(lua_State *L, const char *path, struct config *config)
 {
@@ -107,16 +57,6 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
     }
     lua_pop(L, 1);
     return rc;
-}
-
-void config_field(lua_State *L, int t, const char *name)
-{
-    if (t == LUA_GLOBALSINDEX) {
-        config_global(L, name);
-        return;
-    }
-    lua_pushstring(L, name);
-    lua_rawget(L, t < 0 ? t - 1 : t);
 }
 
 /* Reads a positive number setting of the globals, with a default and a
@@ -182,24 +122,6 @@ static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
                     &k->backend_idle_timeout) == -1)
         return -1;
     return 0;
-}
-
-int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
-                        bool *out)
-{
-    int rc = 0;
-
-    config_global(L, name);
-    *out = fallback;
-    if (lua_type(L, -1) == LUA_TBOOLEAN) {
-        *out = lua_toboolean(L, -1);
-    } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be true or false, not a %s", name,
-                     luaL_typename(L, -1));
-        rc = -1;
-    }
-    lua_pop(L, 1);
-    return rc;
 }
 
 /* What may pass to a backend that most proxies refuse or drop. */
@@ -294,32 +216,6 @@ static int run_script(lua_State *L, const char *path, const char *text, size_t l
     return 0;
 }
 
-int config_check_fields(lua_State *L, const char *path, const char *setting,
-                        const char *const known[])
-{
-    char list[200] = "";
-
-    for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1)) {
-        bool found = false;
-
-        for (size_t i = 0; known[i] != NULL && !found; i++)
-            found = lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), known[i]) == 0;
-        if (found)
-            continue;
-        for (size_t i = 0; known[i] != NULL; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
-        if (lua_type(L, -2) == LUA_TSTRING)
-            config_error(path, "setting '%s' has no field '%.100s' (it may have: %s)", setting,
-                         lua_tostring(L, -2), list);
-        else
-            config_error(path, "setting '%s' has a %s key; its fields are: %s", setting,
-                         luaL_typename(L, -2), list);
-        lua_pop(L, 2);
-        return -1;
-    }
-    return 0;
-}
-
 /* Reads an optional string setting: a non-empty string without zero
  * bytes, copied to *out (NULL when the setting is not there). */
 static int read_text(lua_State *L, const char *path, const char *name, char **out)
@@ -341,18 +237,6 @@ static int read_text(lua_State *L, const char *path, const char *name, char **ou
     }
     lua_pop(L, 1);
     return rc;
-}
-
-int config_access_format(const char *name)
-{
-    static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
-
-    if (name == NULL)
-        return ACCESS_COMBINED;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0)
-            return (int)i; /* in enum access_format's order */
-    return -1;
 }
 
 /* shutdown_timeout, access_log, access_log_format, user, pid_file and

@@ -57,7 +57,7 @@ int config_read_health(lua_State *L, const char *path, int t, const char *settin
                        const struct health_settings *inherited, struct health_settings *out);
 
 /* The enum access_format that name gives (NULL: combined), or -1
- * (config.c). */
+ * (config_read.c). */
 int config_access_format(const char *name);
 
 /* Reads a boolean setting of the globals (absent: fallback). Returns 0,
