@@ -34,6 +34,7 @@
 
 #include "access_log.h"
 #include "buffering.h"
+#include "generation.h"
 #include "h2.h"
 #include "log.h"
 #include "reactor.h"
@@ -107,7 +108,7 @@ static void stream_end(struct relay *stream)
     timer_disarm(&stream->timer);
     exchange_free(stream);
     buffer_free(&stream->head);
-    config_release(stream->config);
+    generation_release(stream->config);
     stream->deferred.release = stream_release;
     reactor_defer(&stream->deferred);
 }

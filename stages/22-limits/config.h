@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "http.h"
+#include "reactor.h"
 #include "request.h"
 #include "route.h"
 #include "router.h"
@@ -96,6 +97,8 @@ struct tls_settings {
  * (generation.c) and every relay serving a request that began under it. */
 struct config {
     unsigned refs;
+    struct reactor_deferred released; /* the end of the batch that dropped the last
+                                         reference, from a request (generation_release) */
     unsigned generation;        /* 1 at start, one more per reload (generation.c) */
     char *listen_host;          /* NULL: every local address */
     char listen_port[6];        /* "1".."65535" */

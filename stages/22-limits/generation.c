@@ -7,9 +7,11 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "reactor.h"
 #include "ticket_keys.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 static struct config *current;
 static unsigned installed; /* generations installed so far */
@@ -74,6 +76,24 @@ int generation_serve(void)
 {
     serving = true;
     return current != NULL ? acme_certs_apply(current->tls.acme) : 0;
+}
+
+/* The end of the batch in which generation_release let go of c's last
+ * reference. */
+static void free_released(struct reactor_deferred *d)
+{
+    struct config *c = (struct config *)((char *)d - offsetof(struct config, released));
+
+    config_free(c);
+    free(c);
+}
+
+void generation_release(struct config *c)
+{
+    if (--c->refs > 0)
+        return;
+    c->released.release = free_released;
+    reactor_defer(&c->released);
 }
 
 void generation_clear(void)

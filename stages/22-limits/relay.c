@@ -126,7 +126,7 @@ void relay_close(struct relay *relay)
     connection_close(&relay->client);
     exchange_free(relay);
     buffer_free(&relay->head);
-    config_release(relay->config);
+    generation_release(relay->config);
     relay->deferred.release = relay_release;
     reactor_defer(&relay->deferred);
     if (relay->set->draining && relay->set->count == 0)
@@ -405,7 +405,7 @@ void relay_use_current_config(struct relay *relay)
 
     if (relay->config == current)
         return;
-    config_release(relay->config);
+    generation_release(relay->config);
     relay->config = config_hold(current);
 }
 
