@@ -66,11 +66,12 @@ def version():
 
 
 def config_settings():
-    """The settings src/config.c reads (its list for typo warnings)."""
-    with open(os.path.join(REPO, "src", "config.c")) as f:
-        m = re.search(r"static const char \*const settings\[\] = \{(.*?)\};", f.read(), re.S)
-    assert m, "src/config.c has no settings[] list"
-    return re.findall(r'"([a-z_]+)"', m.group(1))
+    """The settings src/config_settings.c's table names (the names behind
+    the typo warnings)."""
+    with open(os.path.join(REPO, "src", "config_settings.c")) as f:
+        m = re.search(r"const struct setting config_settings\[\] = \{(.*?)\n\};", f.read(), re.S)
+    assert m, "src/config_settings.c has no config_settings[] table"
+    return re.findall(r'(?:\{ |[A-Z]+\()"([a-z0-9_]+)"', m.group(1))
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,8 @@
 /* config_read.c -- the helpers every file that reads the config shares
  * (config_read.h): messages, raw access to globals and fields, the check
- * for misspelt fields, and the small readers more than one file needs. */
+ * for misspelt fields, and splitting HOST:PORT. */
 #include "config_read.h"
 
-#include "access_log.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -70,24 +69,6 @@ void config_field(lua_State *L, int t, const char *name)
     lua_rawget(L, t < 0 ? t - 1 : t);
 }
 
-int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
-                        bool *out)
-{
-    int rc = 0;
-
-    config_global(L, name);
-    *out = fallback;
-    if (lua_type(L, -1) == LUA_TBOOLEAN) {
-        *out = lua_toboolean(L, -1);
-    } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be true or false, not a %s", name,
-                     luaL_typename(L, -1));
-        rc = -1;
-    }
-    lua_pop(L, 1);
-    return rc;
-}
-
 int config_check_fields(lua_State *L, const char *path, const char *setting,
                         const char *const known[])
 {
@@ -112,17 +93,5 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
         return -1;
     }
     return 0;
-}
-
-int config_access_format(const char *name)
-{
-    static const char *const names[] = { "combined", "timed", "vhost_combined", "json" };
-
-    if (name == NULL)
-        return ACCESS_COMBINED;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0)
-            return (int)i; /* in enum access_format's order */
-    return -1;
 }
 

@@ -57,22 +57,13 @@ int config_read_health(lua_State *L, const char *path, int t, const char *settin
                        const struct health_settings *inherited, struct health_settings *out);
 
 /* The enum access_format that name gives (NULL: combined), or -1
- * (config_read.c). */
+ * (config_settings.c). */
 int config_access_format(const char *name);
 
-/* Reads a boolean setting of the globals (absent: fallback). Returns 0,
- * or -1 after naming the setting. */
-int config_read_boolean(lua_State *L, const char *path, const char *name, bool fallback,
-                        bool *out);
-
-/* status_listen, status_public, workers and reuseport (config_scaling.c),
- * read after listen. Returns 0, or -1 after printing what is wrong. */
-int config_read_scaling(lua_State *L, const char *path, struct config *config);
-
-/* request_buffering, response_buffering and their sizes, body_min_rate
- * and temp_dir (config_buffering.c). Returns 0, or -1 after printing what
+/* status_listen and workers (config_scaling.c), read after listen and the
+ * table's settings (status_public). Returns 0, or -1 after printing what
  * is wrong. */
-int config_read_buffering(lua_State *L, const char *path, struct buffering *b);
+int config_read_scaling(lua_State *L, const char *path, struct config *config);
 
 /* tls and acme_webroot (config_tls.c), read after listen and
  * status_listen. Returns 0, or -1 after printing what is wrong. */

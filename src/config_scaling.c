@@ -1,6 +1,7 @@
-/* config_scaling.c -- the settings of chapters 12 and 13: the status listener
- * (status_listen, status_public) and the worker processes (workers,
- * reuseport). */
+/* config_scaling.c -- the settings of chapters 12 and 13 that have a
+ * shape of their own: the status listener (status_listen, checked against
+ * status_public) and the worker processes (workers). The booleans
+ * (status_public, reuseport, splice) are config_settings.c's. */
 #include "config_read.h"
 
 #include "net.h"
@@ -104,10 +105,7 @@ int config_read_scaling(lua_State *L, const char *path, struct config *config)
 {
     struct scaling *s = &config->scaling;
 
-    if (config_read_boolean(L, path, "status_public", false, &s->status_public) == -1 ||
-        read_status_listen(L, path, s) == -1 || read_workers(L, path, &s->workers) == -1 ||
-        config_read_boolean(L, path, "reuseport", false, &s->reuseport) == -1 ||
-        config_read_boolean(L, path, "splice", true, &s->splice) == -1)
+    if (read_status_listen(L, path, s) == -1 || read_workers(L, path, &s->workers) == -1)
         return -1;
     if (s->status_host != NULL && same_as_listen(config)) {
         config_error(path, "setting 'status_listen' must not be the address 'listen' serves (%s)",

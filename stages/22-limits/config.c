@@ -7,6 +7,7 @@
 
 #include "access_log.h"
 #include "config_read.h"
+#include "config_settings.h"
 #include "mime.h"
 #include "net.h"
 #include "route.h"
@@ -21,22 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define DEFAULT_DOWN_TIME 5.0
-#define DEFAULT_CONNECT_TIMEOUT 5.0
-#define DEFAULT_HEADER_TIMEOUT 10.0
-#define DEFAULT_BODY_TIMEOUT 30.0
-#define DEFAULT_RESPONSE_TIMEOUT 60.0
-#define DEFAULT_IDLE_TIMEOUT 300.0
-#define DEFAULT_ROUTE_TIME_LIMIT 0.1
-#define DEFAULT_KEEPALIVE_TIMEOUT 75.0
-#define DEFAULT_SHUTDOWN_TIMEOUT 10.0
-#define DEFAULT_TICKET_KEY_LIFETIME 43200.0 /* 12 hours */
-#define DEFAULT_KEEPALIVE_REQUESTS 1000
-#define DEFAULT_BACKEND_KEEPALIVE 32
-#define DEFAULT_BACKEND_IDLE_TIMEOUT 30.0
-#define DEFAULT_HTTP2_MAX_STREAMS 128 /* as nginx's http2_max_concurrent_streams */
-#define HTTP2_MAX_STREAMS_LIMIT 1024  /* each open stream is an exchange with its buffers */
 
 /* listen = 8000 | "8000" | "ADDRESS:PORT" */
 static int read_listen(lua_State *L, const char *path, struct config *config)
@@ -57,105 +42,6 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
     }
     lua_pop(L, 1);
     return rc;
-}
-
-/* Reads a positive number setting of the globals, with a default and a
- * range (both inclusive). */
-static int read_number(lua_State *L, const char *path, const char *name, double fallback,
-                       double min, double max, double *out)
-{
-    int rc = 0;
-
-    config_global(L, name);
-    *out = fallback;
-    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) >= min && lua_tonumber(L, -1) <= max) {
-        *out = lua_tonumber(L, -1);
-    } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be a number from %.10g to %.10g", name, min, max);
-        rc = -1;
-    }
-    lua_pop(L, 1);
-    return rc;
-}
-
-/* The five timeouts, in seconds: fractions allowed, at most a day. */
-static int read_timeouts(lua_State *L, const char *path, struct timeouts *t)
-{
-    if (read_number(L, path, "connect_timeout", DEFAULT_CONNECT_TIMEOUT, 0.001, 86400,
-                    &t->connect) == -1 ||
-        read_number(L, path, "header_timeout", DEFAULT_HEADER_TIMEOUT, 0.001, 86400,
-                    &t->header) == -1 ||
-        read_number(L, path, "body_timeout", DEFAULT_BODY_TIMEOUT, 0.001, 86400, &t->body) == -1 ||
-        read_number(L, path, "response_timeout", DEFAULT_RESPONSE_TIMEOUT, 0.001, 86400,
-                    &t->response) == -1 ||
-        read_number(L, path, "idle_timeout", DEFAULT_IDLE_TIMEOUT, 0.001, 86400, &t->idle) == -1)
-        return -1;
-    return 0;
-}
-
-/* Reads a whole-number setting of the globals, from min to max. */
-static int read_count(lua_State *L, const char *path, const char *name, double fallback,
-                      double min, double max, unsigned *out)
-{
-    double value;
-
-    if (read_number(L, path, name, fallback, min, max, &value) == -1)
-        return -1;
-    if (value != (double)(unsigned)value) {
-        config_error(path, "setting '%s' must be a whole number from %.10g to %.10g", name, min, max);
-        return -1;
-    }
-    *out = (unsigned)value;
-    return 0;
-}
-
-/* The keep-alive settings of both sides. */
-static int read_keepalive(lua_State *L, const char *path, struct keepalive *k)
-{
-    if (read_number(L, path, "keepalive_timeout", DEFAULT_KEEPALIVE_TIMEOUT, 0, 86400,
-                    &k->timeout) == -1 ||
-        read_count(L, path, "keepalive_requests", DEFAULT_KEEPALIVE_REQUESTS, 1, 1e9,
-                   &k->requests) == -1 ||
-        read_count(L, path, "backend_keepalive", DEFAULT_BACKEND_KEEPALIVE, 0, 100000,
-                   &k->backend_idle) == -1 ||
-        read_number(L, path, "backend_idle_timeout", DEFAULT_BACKEND_IDLE_TIMEOUT, 0.001, 86400,
-                    &k->backend_idle_timeout) == -1)
-        return -1;
-    return 0;
-}
-
-/* What may pass to a backend that most proxies refuse or drop. */
-static int read_policy(lua_State *L, const char *path, struct request_policy *policy)
-{
-    if (config_read_boolean(L, path, "allow_underscores_in_headers", false,
-                            &policy->allow_underscores_in_headers) == -1 ||
-        config_read_boolean(L, path, "allow_encoded_slashes", false,
-                            &policy->allow_encoded_slashes) == -1)
-        return -1;
-    return 0;
-}
-
-/* max_request_line and max_request_head: the parser's limits. */
-static int read_limits(lua_State *L, const char *path, struct http_limits *limits)
-{
-    double line, head;
-
-    if (read_number(L, path, "max_request_line", 8192, 256, 1048576, &line) == -1 ||
-        read_number(L, path, "max_request_head", 32768, 256, 1048576, &head) == -1)
-        return -1;
-    if (line != (double)(size_t)line || head != (double)(size_t)head) {
-        config_error(path, "setting '%s' must be a whole number of bytes",
-                     line != (double)(size_t)line ? "max_request_line" : "max_request_head");
-        return -1;
-    }
-    if (head < line) {
-        config_error(path, "setting 'max_request_head' (%g) must be at least 'max_request_line' (%g)",
-                     head, line);
-        return -1;
-    }
-    limits->max_line = (size_t)line;
-    limits->max_head = (size_t)head;
-    return 0;
 }
 
 /* The libraries a config may use: Lua's standard ones and bit. Not jit,
@@ -216,73 +102,6 @@ static int run_script(lua_State *L, const char *path, const char *text, size_t l
     return 0;
 }
 
-/* Reads an optional string setting: a non-empty string without zero
- * bytes, copied to *out (NULL when the setting is not there). */
-static int read_text(lua_State *L, const char *path, const char *name, char **out)
-{
-    int rc = 0;
-
-    config_global(L, name);
-    *out = NULL;
-    if (lua_type(L, -1) == LUA_TSTRING && lua_objlen(L, -1) > 0 &&
-        strlen(lua_tostring(L, -1)) == lua_objlen(L, -1)) {
-        *out = strdup(lua_tostring(L, -1));
-        if (*out == NULL) {
-            config_error(path, "out of memory");
-            rc = -1;
-        }
-    } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be a non-empty string", name);
-        rc = -1;
-    }
-    lua_pop(L, 1);
-    return rc;
-}
-
-/* shutdown_timeout, access_log, access_log_format, user, pid_file and
- * ticket_key_lifetime (from a second, for tests, to a week). */
-static int read_operations(lua_State *L, const char *path, struct operations *o)
-{
-    char *format = NULL;
-    int rc = -1;
-
-    if (read_number(L, path, "shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT, 0, 86400,
-                    &o->shutdown_timeout) == -1 ||
-        read_text(L, path, "access_log", &o->access_log) == -1 ||
-        read_text(L, path, "access_log_format", &format) == -1 ||
-        read_text(L, path, "user", &o->user) == -1 || read_text(L, path, "pid_file", &o->pid_file) == -1 ||
-        read_number(L, path, "ticket_key_lifetime", DEFAULT_TICKET_KEY_LIFETIME, 1, 604800,
-                    &o->ticket_key_lifetime) == -1)
-        goto out;
-    o->access_log_format = config_access_format(format);
-    if (o->access_log_format == -1) {
-        config_error(path, "setting 'access_log_format' must be \"combined\", \"timed\", \"vhost_combined\" "
-                     "or \"json\", not \"%.100s\"", format);
-        goto out;
-    }
-    if (o->user != NULL && getpwnam(o->user) == NULL) {
-        config_error(path, "setting 'user': there is no user \"%.100s\" on this system", o->user);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(format);
-    return rc;
-}
-
-/* The settings rsp reads, for config_warn_strays. */
-static const char *const settings[] = {
-    "listen", "backends", "balance", "pools", "sites", "route", "route_time_limit",
-    "down_time", "max_request_line", "max_request_head", "allow_underscores_in_headers",
-    "allow_encoded_slashes", "connect_timeout", "header_timeout", "body_timeout",
-    "response_timeout", "idle_timeout", "health_check", "keepalive_timeout", "keepalive_requests",
-    "backend_keepalive", "backend_idle_timeout", "shutdown_timeout", "access_log",
-    "access_log_format", "user", "pid_file", "ticket_key_lifetime", "status_listen", "status_public", "workers", "reuseport", "tls",
-    "acme_webroot", "splice", "request_buffering", "request_buffer_size", "max_body_size",
-    "body_min_rate", "temp_dir", "response_buffering", "response_buffer_size",
-    "max_temp_file_size", "http2_max_streams", "root", "compress", "headers", "error_pages", NULL,
-};
-
 /* The edit distance between a and b (insertions, deletions and
  * substitutions), or 3 if it is more than 2: close is all we ask. */
 static int edit_distance(const char *a, const char *b)
@@ -324,20 +143,21 @@ static void config_warn_strays(lua_State *L, const char *path)
         if (lua_type(L, -2) != LUA_TSTRING)
             continue;
         name = lua_tostring(L, -2);
-        for (size_t i = 0; settings[i] != NULL && !known; i++)
-            known = strcmp(name, settings[i]) == 0;
-        for (size_t i = 0; settings[i] != NULL && !known; i++) {
-            if (edit_distance(name, settings[i]) <= 2 && strlen(name) > 3) {
+        for (size_t i = 0; i < config_setting_count && !known; i++)
+            known = strcmp(name, config_settings[i].name) == 0;
+        for (size_t i = 0; i < config_setting_count && !known; i++) {
+            if (edit_distance(name, config_settings[i].name) <= 2 && strlen(name) > 3) {
                 config_error(path, "warning: '%s' is not a setting; did you mean '%s'?", name,
-                             settings[i]);
+                             config_settings[i].name);
                 break;
             }
         }
     }
 }
 
-/* route = function (req) ... end, and route_time_limit. Sets *has_route. */
-static int read_route(lua_State *L, const char *path, struct config *config, bool *has_route)
+/* route = function (req) ... end (route_time_limit is the table's). Sets
+ * *has_route. */
+static int read_route(lua_State *L, const char *path, bool *has_route)
 {
     int type;
 
@@ -350,8 +170,26 @@ static int read_route(lua_State *L, const char *path, struct config *config, boo
                            "not a %s", lua_typename(L, type));
         return -1;
     }
-    return read_number(L, path, "route_time_limit", DEFAULT_ROUTE_TIME_LIMIT, 0.001, 10,
-                       &config->route_time_limit);
+    return 0;
+}
+
+/* What the table's readers cannot see, one value at a time: the parser's
+ * limits against each other, and a user that must exist. */
+static int check_settings(const char *path, const struct config *config)
+{
+    const struct http_limits *limits = &config->limits;
+
+    if (limits->max_head < limits->max_line) {
+        config_error(path, "setting 'max_request_head' (%g) must be at least 'max_request_line' (%g)",
+                     (double)limits->max_head, (double)limits->max_line);
+        return -1;
+    }
+    if (config->operations.user != NULL && getpwnam(config->operations.user) == NULL) {
+        config_error(path, "setting 'user': there is no user \"%.100s\" on this system",
+                     config->operations.user);
+        return -1;
+    }
+    return 0;
 }
 
 int config_load(const char *path, struct config *config)
@@ -376,6 +214,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
 
     memset(config, 0, sizeof *config);
     config->default_pool.root_fd = -1; /* a pool of backends, until `root` says otherwise */
+    config_settings_defaults(config);
     if (L == NULL) {
         config_error(path, "cannot create a Lua state (out of memory)");
         return -1;
@@ -391,23 +230,15 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
 
     if (run_script(L, path, text, length) == 0 &&
         read_listen(L, path, config) == 0 &&
-        read_number(L, path, "down_time", DEFAULT_DOWN_TIME, 0.001, 86400,
-                    &config->default_pool.down_time) == 0 &&
+        config_read_settings(L, path, config) == 0 &&
+        check_settings(path, config) == 0 &&
         config_read_health(L, path, LUA_GLOBALSINDEX, "health_check", &config_health_defaults,
                            &config->health) == 0 &&
         config_read_default_site(L, path, config) == 0 &&
         config_read_pools(L, path, config) == 0 &&
         config_read_sites(L, path, config) == 0 &&
-        read_limits(L, path, &config->limits) == 0 &&
-        read_policy(L, path, &config->policy) == 0 &&
-        read_timeouts(L, path, &config->timeouts) == 0 &&
-        read_keepalive(L, path, &config->keepalive) == 0 &&
-        read_operations(L, path, &config->operations) == 0 &&
-        read_count(L, path, "http2_max_streams", DEFAULT_HTTP2_MAX_STREAMS, 1,
-                   HTTP2_MAX_STREAMS_LIMIT, &config->http2.max_streams) == 0 &&
         config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
-        config_read_buffering(L, path, &config->buffering) == 0 &&
-        read_route(L, path, config, &has_route) == 0) {
+        read_route(L, path, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
             config_error(path, "setting 'backends' (or 'root') is missing (and there are no 'sites' "
                                "and no 'route')");
