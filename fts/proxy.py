@@ -284,6 +284,8 @@ def stage9_settings(listen_port, backends, options=None):
 #      compress (a bool or {"types": [...], "min_length": N}), headers
 #      ({name: value or False}) and error_pages ({status: path, "backends":
 #      bool}); a pool or site may have each of these as a key too.
+#   22 limits: limit_req ({"rate": R, "burst": B}; a pool or site may have
+#      it too) and limit_conn (open connections per client address).
 LATER_OPTIONS = {
     10: ("shutdown_timeout",),
     11: ("access_log", "access_log_format", "user"),
@@ -297,6 +299,7 @@ LATER_OPTIONS = {
     19: ("pid_file", "ticket_key_lifetime"),
     20: ("http2_max_streams",),
     21: ("root", "compress", "headers", "error_pages"),
+    22: ("limit_req", "limit_conn"),
 }
 
 

@@ -118,7 +118,8 @@ struct config {
     struct tls_settings tls;
     struct buffering buffering;
     struct http2_settings http2;
-    struct site_output output;  /* the top level's compress, headers, error_pages */
+    struct site_output output;  /* the top level's compress, headers, error_pages, limit_req */
+    unsigned limit_conn;        /* open connections per client address; 0: no limit (limit.h) */
     struct mime_table *mime;    /* extension -> Content-Type (/etc/mime.types and
                                    built-ins), read once per generation */
 };

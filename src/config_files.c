@@ -11,12 +11,14 @@
 #include "config.h"
 
 #include "config_read.h"
+#include "limit.h"
 #include "route_answer.h"
 #include "site_output.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,7 @@ static int copy_output(const struct site_output *from, struct site_output *to)
     to->compress.on = from->compress.on;
     to->compress.min_length = from->compress.min_length;
     to->error_pages_backends = from->error_pages_backends;
+    to->limit_req = from->limit_req;
     if (copy_types(&from->compress, &to->compress) == -1 || copy_headers(from, to) == -1 ||
         copy_pages(from, to) == -1) {
         site_output_free(to);
@@ -665,6 +668,42 @@ static int read_error_pages(lua_State *L, const char *path, const char *setting,
     return 0;
 }
 
+/* limit_req = { rate = R, burst = B } on top of the stack, the budget of
+ * the level named setting. */
+static int read_limit_req(lua_State *L, const char *path, const char *setting, struct limit_req_settings *l)
+{
+    static const char *const fields[] = { "rate", "burst", NULL };
+    double rate, burst;
+
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        config_error(path, "setting '%s' must be a table like { rate = 10, burst = 20 }, not a %s",
+                     setting, luaL_typename(L, -1));
+        return -1;
+    }
+    if (config_check_fields(L, path, setting, fields) == -1)
+        return -1;
+    config_field(L, -1, "rate");
+    rate = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    lua_pop(L, 1);
+    if (!(rate > 0 && rate <= 1e6)) {
+        config_error(path, "setting '%s.rate' must be a number of requests a second above 0, at most "
+                           "1000000", setting);
+        return -1;
+    }
+    config_field(L, -1, "burst");
+    burst = lua_isnil(L, -1) ? (ceil(rate) < 1 ? 1 : ceil(rate))
+            : lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    lua_pop(L, 1);
+    if (!(burst >= 1 && burst <= 1e6 && burst == floor(burst))) {
+        config_error(path, "setting '%s.burst' must be a whole number from 1 to 1000000", setting);
+        return -1;
+    }
+    l->rate = rate;
+    l->burst = (unsigned)burst;
+    l->level = limit_level(setting);
+    return 0;
+}
+
 int config_read_output(lua_State *L, const char *path, int t, const char *prefix,
                        const struct site_output *above, struct site_output *out)
 {
@@ -691,6 +730,12 @@ int config_read_output(lua_State *L, const char *path, int t, const char *prefix
     if (rc == 0 && !lua_isnil(L, -1)) {
         snprintf(setting, sizeof setting, "%serror_pages", prefix);
         rc = read_error_pages(L, path, setting, out);
+    }
+    lua_pop(L, 1);
+    config_field(L, t, "limit_req");
+    if (rc == 0 && !lua_isnil(L, -1)) {
+        snprintf(setting, sizeof setting, "%slimit_req", prefix);
+        rc = read_limit_req(L, path, setting, &out->limit_req);
     }
     lua_pop(L, 1);
     return rc;

@@ -252,6 +252,11 @@ void exchange_answer_ourselves(struct relay *relay, const char *data, size_t len
 
 void exchange_fail_request(struct relay *relay, int status)
 {
+    exchange_refuse(relay, status, NULL, false);
+}
+
+void exchange_refuse(struct relay *relay, int status, const char *headers, bool close)
+{
     struct exchange *x = exchange_begin(relay);
     struct buffer answer = BUFFER_INIT;
 
@@ -278,10 +283,10 @@ void exchange_fail_request(struct relay *relay, int status)
         relay->client_ops->fail(relay);
         return;
     }
-    x->keep_client = x->request_complete && exchange_client_may_stay(relay);
+    x->keep_client = !close && x->request_complete && exchange_client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    if (reply_error(&answer, status, exchange_is_head_request(relay), "") == -1) {
+    if (reply_error_with(&answer, status, exchange_is_head_request(relay), headers, "") == -1) {
         log_msg("out of memory answering %d", status);
         buffer_free(&answer);
         x->phase = PHASE_DRAIN;

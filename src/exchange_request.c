@@ -13,6 +13,7 @@
 #include "connection.h"
 #include "filter_compress.h"
 #include "https_redirect.h"
+#include "limit.h"
 #include "log.h"
 #include "net.h"
 #include "request.h"
@@ -22,6 +23,8 @@
 #include "upstream.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +235,44 @@ static bool answer_plain_http(struct relay *relay)
     return true;
 }
 
+/* limit_conn: a connection over it is answered 429 and closed. Returns
+ * true if so. */
+static bool refuse_connection(struct relay *relay)
+{
+    const struct relay *conn = relay->parent != NULL ? relay->parent : relay;
+
+    if (!conn->over_conn_limit)
+        return false;
+    stats_count_refused(relay->x->site, REFUSED_LIMIT_CONN);
+    exchange_refuse(relay, 429, NULL, true);
+    return true;
+}
+
+/* limit_req: takes a token of the client's bucket at the level that
+ * applies (the site's, else the pool's, else the top level's); none left,
+ * answers 429 with Retry-After. Returns true if refused. */
+static bool limit_request(struct relay *relay)
+{
+    struct exchange *x = relay->x;
+    const struct limit_req_settings *l =
+        &site_output_for(relay->config, x->output_site, x->pool)->limit_req;
+    struct limit_key key;
+    char retry[40];
+
+    if (l->rate == 0 || relay_client_key(relay, l->level, &key) == -1)
+        return false;
+    struct limit_verdict v = limit_take(&key, l->rate, l->burst, limit_now());
+    if (v.allowed)
+        return false;
+    if (v.log)
+        log_msg("limit_req: %s over %g/s (burst %u): 429 (%" PRIu32 " refused since the last line)",
+                relay->client_address, l->rate, l->burst, v.refused);
+    stats_count_refused(x->site, REFUSED_LIMIT_REQ);
+    snprintf(retry, sizeof retry, "Retry-After: %u\r\n", v.retry_after);
+    exchange_refuse(relay, 429, retry, false);
+    return true;
+}
+
 /* The head is complete: check it, route it, get a backend connection. */
 static void request_ready(struct relay *relay)
 {
@@ -268,6 +309,8 @@ static void request_ready(struct relay *relay)
     x->upgrade = x->info.upgrade.length > 0;
     /* With no body, the head is the whole request. */
     x->request_complete = x->info.body.done;
+    if (refuse_connection(relay))
+        return;
     if (!relay->tls && answer_plain_http(relay))
         return;
     if (relay->config->route.L != NULL && ask_route(relay))
@@ -279,6 +322,8 @@ static void request_ready(struct relay *relay)
         exchange_fail_request(relay, 421);
         return;
     }
+    if (limit_request(relay))
+        return;
     if (x->pool->root_fd >= 0) {
         exchange_serve_file(relay); /* a pool of files: no backend */
         return;

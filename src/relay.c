@@ -108,6 +108,23 @@ static void relay_release(struct reactor_deferred *deferred)
     }
 }
 
+int relay_client_key(const struct relay *relay, uint32_t level, struct limit_key *key)
+{
+    return limit_key_of(relay->client_address, level, key);
+}
+
+/* limit_conn: counts the new connection relay under its client's address;
+ * one over the limit is marked, to be answered 429 and closed. */
+static void count_connection(struct relay *relay)
+{
+    unsigned limit = relay->config->limit_conn;
+
+    if (limit == 0 || relay_client_key(relay, LIMIT_LEVEL_CONN, &relay->conn_key) == -1)
+        return;
+    relay->conn_counted = true;
+    relay->over_conn_limit = limit_conn_open(&relay->conn_key, limit_now()) > limit;
+}
+
 /* Closes both sockets and hands the relay's memory to the reactor, which
  * frees it once no event of this batch can point at it any more. */
 void relay_close(struct relay *relay)
@@ -120,6 +137,8 @@ void relay_close(struct relay *relay)
         relay->next->prev = relay->prev;
     relay->set->count--;
     stats_gauge_own(&stats_row()->connections, -1);
+    if (relay->conn_counted)
+        limit_conn_close(&relay->conn_key);
     timer_disarm(&relay->timer);
     if (relay->h2 != NULL)
         h2_relay_end(relay);
@@ -475,6 +494,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->client.bytes_read = &stats_row()->bytes_in;
     relay->client.bytes_written = &stats_row()->bytes_out;
     stats_gauge_own(&stats_row()->connections, 1);
+    count_connection(relay);
     if (tls) {
         /* A generation without `tls` has no HTTPS listener: a client
          * accepted by the old one just as a reload removed it goes. */

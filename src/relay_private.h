@@ -13,6 +13,7 @@
 #include "connection.h"
 #include "encoder.h"
 #include "http.h"
+#include "limit.h"
 #include "producer.h"
 #include "reactor.h"
 #include "relay.h"
@@ -183,6 +184,9 @@ struct relay {
                                         request head, and whatever came after it */
     unsigned served;                 /* exchanges finished on this connection */
     char client_address[INET6_ADDRSTRLEN];
+    bool conn_counted;               /* limit_conn counts it under conn_key (limit.h) */
+    bool over_conn_limit;            /* its first request gets 429 and it closes */
+    struct limit_key conn_key;
     char server_port[6];             /* the port the client connected to */
     struct exchange *x;              /* the request being served; between requests the
                                         shared exchange_idle, so that an idle connection
@@ -250,6 +254,16 @@ void exchange_upstream_event(void *relay, uint32_t events);
  * client connection stays open if the request was read whole and may; else
  * it closes after the answer, and what the client sends is drained. */
 void exchange_fail_request(struct relay *relay, int status);
+
+/* As exchange_fail_request, with `headers` ("Name: value\r\n" lines, or
+ * NULL) in the answer, and the connection closed after it if `close`:
+ * rsp refusing a client (chapter 22: 429, ...). */
+void exchange_refuse(struct relay *relay, int status, const char *headers, bool close);
+
+/* The key of relay's client in limit.h's table at `level`: the one place
+ * the client's address becomes limit.h's binary form. Returns 0, or -1 if
+ * it has none (then no limit applies). */
+int relay_client_key(const struct relay *relay, uint32_t level, struct limit_key *key);
 
 /* The exchange is finished and the client connection stays open: starts
  * the next one, with the bytes the client already sent, if any. Call only

@@ -48,4 +48,8 @@ size_t reply_format(char *out, size_t size, int status, bool head_only);
  * or -1 if out of memory. */
 int reply_error(struct buffer *out, int status, bool head_only, const char *connection);
 
+/* As reply_error, with `headers` ("Name: value\r\n" lines, or NULL) too. */
+int reply_error_with(struct buffer *out, int status, bool head_only, const char *headers,
+                     const char *connection);
+
 #endif

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct config;
 struct pool;
@@ -43,6 +44,15 @@ struct error_page {
 /* An error page file holds at most this many bytes. */
 #define ERROR_PAGE_MAX (1024 * 1024)
 
+/* limit_req = { rate = R, burst = B } (chapter 22): a token bucket per
+ * client address (limit.h), of the level that set it. */
+struct limit_req_settings {
+    double rate;                /* tokens a second; 0: no limit */
+    unsigned burst;             /* the bucket's size */
+    uint32_t level;             /* the id of the level that set it (limit_level): levels
+                                   that inherit it share its budget */
+};
+
 /* Everything above, resolved for one level. Sorted: headers by name (case
  * ignored), error pages by status. Each struct owns all it points to. */
 struct site_output {
@@ -52,6 +62,7 @@ struct site_output {
     struct error_page *error_pages;
     size_t error_page_count;
     bool error_pages_backends;  /* a backend's own response with a listed status is replaced too */
+    struct limit_req_settings limit_req;
 };
 
 /* What applies to a request: that of site (the one its Host names) if

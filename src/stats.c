@@ -11,6 +11,10 @@ const double stats_bucket_bounds[STATS_BUCKETS - 1] = {
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 };
 
+const char *const stats_refused_names[REFUSED_REASONS] = {
+    "limit_req", "limit_conn", "deny", "auth", "body_size", "proxy_protocol",
+};
+
 static struct stats *shared;
 static int row;
 
@@ -166,6 +170,13 @@ void stats_observe(struct stats_histogram *h, double seconds)
 void stats_count_timeout(enum stats_timeout kind)
 {
     stats_add(&shared->timeouts[kind], 1);
+}
+
+void stats_count_refused(struct stats_site *site, enum stats_refused reason)
+{
+    stats_add(&shared->refused[reason], 1);
+    if (site != NULL)
+        stats_add(&site->refused[reason], 1);
 }
 
 int64_t stats_backend_in_flight(const struct stats_backend *b)

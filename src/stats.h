@@ -46,6 +46,12 @@
 #define STATS_BUCKETS 12
 extern const double stats_bucket_bounds[STATS_BUCKETS - 1];
 
+/* Why rsp refused a client (chapter 22), for status.json's "limits" and
+ * /metrics' rsp_refused_total; stats_refused_names in this order. */
+enum stats_refused { REFUSED_LIMIT_REQ, REFUSED_LIMIT_CONN, REFUSED_DENY, REFUSED_AUTH,
+                     REFUSED_BODY_SIZE, REFUSED_PROXY_PROTOCOL, REFUSED_REASONS };
+extern const char *const stats_refused_names[REFUSED_REASONS];
+
 enum stats_timeout { TIMEOUT_CONNECT, TIMEOUT_HEADER, TIMEOUT_BODY, TIMEOUT_RESPONSE, TIMEOUT_IDLE,
                      TIMEOUT_KINDS };
 
@@ -91,6 +97,7 @@ struct stats_site {
     char name[STATS_NAME];
     _Atomic uint64_t codes[STATS_CODES];
     struct stats_histogram duration; /* a request's first byte to its response's last */
+    _Atomic uint64_t refused[REFUSED_REASONS]; /* its requests refused, by reason */
 };
 
 struct stats_backend {
@@ -110,6 +117,7 @@ struct stats_backend {
 
 struct stats {
     _Atomic uint64_t timeouts[TIMEOUT_KINDS];
+    _Atomic uint64_t refused[REFUSED_REASONS]; /* clients refused, by reason, every site's and none's */
     struct stats_row rows[STATS_ROWS];
     struct stats_site sites[STATS_SITES];
     struct stats_backend backends[STATS_BACKENDS];
@@ -173,6 +181,9 @@ void stats_observe(struct stats_histogram *h, double seconds);
 
 /* Counts a timeout. */
 void stats_count_timeout(enum stats_timeout kind);
+
+/* Counts a client refused for `reason`, and for site if not NULL. */
+void stats_count_refused(struct stats_site *site, enum stats_refused reason);
 
 /* A backend's requests in flight, all processes together. */
 int64_t stats_backend_in_flight(const struct stats_backend *b);

@@ -3,6 +3,7 @@
  * here once per request, from the shared counters (every process's rows
  * added up) and the names in the config generation in service. */
 #include "acme_client.h"
+#include "limit.h"
 #include "status_private.h"
 
 #include <stdio.h>
@@ -105,6 +106,28 @@ static void json_certificates(struct out *o)
     out_printf(o, "%s],\n", acme_client_count() > 0 ? "\n  " : "");
 }
 
+/* {"limit_req": N, ...}: refusals by reason. */
+static void json_refused(struct out *o, const _Atomic uint64_t *refused)
+{
+    out_printf(o, "{");
+    for (int r = 0; r < REFUSED_REASONS; r++)
+        out_printf(o, "%s\"%s\": %llu", r == 0 ? "" : ", ", stats_refused_names[r],
+            (unsigned long long)counter_value(&refused[r]));
+    out_printf(o, "}");
+}
+
+/* "limits": every refusal by reason, and limit.h's table (chapter 22). */
+static void json_limits(struct out *o, const struct status_view *v)
+{
+    const struct limit_table *l = limit_shared();
+
+    out_printf(o, "  \"limits\": {\"refused\": ");
+    json_refused(o, v->stats->refused);
+    out_printf(o, ", \"addresses\": %lld, \"evictions\": %llu},\n",
+        l == NULL ? 0LL : (long long)atomic_load_explicit(&l->addresses, memory_order_relaxed),
+        l == NULL ? 0ULL : (unsigned long long)atomic_load_explicit(&l->evictions, memory_order_relaxed));
+}
+
 int status_render_json(struct buffer *out, const struct status_view *v)
 {
     struct out o = { out, false };
@@ -154,6 +177,7 @@ int status_render_json(struct buffer *out, const struct status_view *v)
     out_printf(&o, "}, \"bytes_in\": %llu, \"bytes_out\": %llu, \"encoders\": %lld, \"memory_bytes\": %lld},\n",
         (unsigned long long)t.compress_in, (unsigned long long)t.compress_out, (long long)t.encoders,
         (long long)t.encoder_memory);
+    json_limits(&o, v);
     json_certificates(&o);
     out_printf(&o, "  \"sites\": [");
     FOR_EACH_SITE(v, site) {
@@ -172,7 +196,9 @@ int status_render_json(struct buffer *out, const struct status_view *v)
                 (unsigned long long)n);
             first_code = false;
         }
-        out_printf(&o, "}, \"duration_seconds\": {");
+        out_printf(&o, "}, \"refused\": ");
+        json_refused(&o, site->refused);
+        out_printf(&o, ", \"duration_seconds\": {");
         json_quantiles(&o, &site->duration);
         out_printf(&o, "}}");
     }
@@ -281,6 +307,32 @@ static void metrics_backends(struct out *o, const struct status_view *v, enum ba
     }
 }
 
+/* rsp_refused_total by site and reason (the ones not zero), and limit.h's
+ * table: addresses in it, evictions (chapter 22). */
+static void metrics_limits(struct out *o, const struct status_view *v)
+{
+    const struct limit_table *l = limit_shared();
+
+    family(o, "rsp_refused_total", "counter", "Requests and connections refused, by site and reason.");
+    FOR_EACH_SITE(v, site) {
+        for (int r = 0; r < REFUSED_REASONS; r++) {
+            uint64_t n = counter_value(&site->refused[r]);
+
+            if (n == 0)
+                continue;
+            out_printf(o, "rsp_refused_total{site=\"");
+            put_label(o, site->name);
+            out_printf(o, "\",reason=\"%s\"} %llu\n", stats_refused_names[r], (unsigned long long)n);
+        }
+    }
+    family(o, "rsp_limit_addresses", "gauge", "Client addresses limit_req and limit_conn track now.");
+    out_printf(o, "rsp_limit_addresses %lld\n",
+        l == NULL ? 0LL : (long long)atomic_load_explicit(&l->addresses, memory_order_relaxed));
+    family(o, "rsp_limit_evictions_total", "counter", "Tracked addresses pushed out of the full table.");
+    out_printf(o, "rsp_limit_evictions_total %llu\n",
+        l == NULL ? 0ULL : (unsigned long long)atomic_load_explicit(&l->evictions, memory_order_relaxed));
+}
+
 int status_render_metrics(struct buffer *out, const struct status_view *v)
 {
     struct out o = { out, false };
@@ -365,6 +417,7 @@ int status_render_metrics(struct buffer *out, const struct status_view *v)
     for (int i = 0; i < TIMEOUT_KINDS; i++)
         out_printf(&o, "rsp_timeouts_total{kind=\"%s\"} %llu\n", status_timeout_names[i],
             (unsigned long long)counter_value(&v->stats->timeouts[i]));
+    metrics_limits(&o, v);
     family(&o, "rsp_config_reloads_total", "counter", "Config reloads (SIGHUP), by result.");
     out_printf(&o, "rsp_config_reloads_total{result=\"ok\"} %llu\nrsp_config_reloads_total{result=\"failed\"} %llu\n",
         (unsigned long long)f->reloads_ok, (unsigned long long)f->reloads_failed);

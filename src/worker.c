@@ -14,6 +14,7 @@
 #include "generation.h"
 #include "health.h"
 #include "listener.h"
+#include "limit.h"
 #include "log.h"
 #include "notify.h"
 #include "proctitle.h"
@@ -369,6 +370,7 @@ void worker_run(struct process *p, int slot, int row, struct listen_fds fds, boo
         _exit(1);
     status = worker_serve(p, fds, shared, false);
     process_clean_up(p);
+    limit_close();
     stats_close();
     config_share_close();
     exit(status);

@@ -324,7 +324,7 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             continue;
         }
         static const char *const fields[] = { "backends", "balance", "health_check", "root",
-                                              "compress", "headers", "error_pages", NULL };
+                                              "compress", "headers", "error_pages", "limit_req", NULL };
         rc = read_pool_table(L, path, setting, config, &named->pool);
         if (rc == 0) {
             char prefix[110];
@@ -360,7 +360,7 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
 {
     static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
                                           "access_log", "access_log_format", "root", "compress",
-                                          "headers", "error_pages", NULL };
+                                          "headers", "error_pages", "limit_req", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");

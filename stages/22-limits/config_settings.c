@@ -108,6 +108,11 @@ const struct setting config_settings[] = {
      * open stream is an exchange with its buffers. */
     COUNT("http2_max_streams", http2.max_streams, 128, 1, 1024),
     OWN("root"), OWN("compress"), OWN("headers"), OWN("error_pages"),
+    /* Chapter 22: limit_req is read with the output settings (a site and
+     * a pool may have one); limit_conn counts a client's open connections
+     * (0: no limit). */
+    OWN("limit_req"),
+    COUNT("limit_conn", limit_conn, 0, 0, 1e6),
 };
 
 const size_t config_setting_count = sizeof config_settings / sizeof config_settings[0];

@@ -20,6 +20,7 @@
 #include "access_log.h"
 #include "config.h"
 #include "generation.h"
+#include "limit.h"
 #include "log.h"
 #include "notify.h"
 #include "proctitle.h"
@@ -219,6 +220,7 @@ static void reap(void)
             snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
         /* What it held is gone; what it counted stays. */
         stats_clear_row(w->row);
+        limit_clear_column(w->row); /* its clients' connections too */
         master.row_used[w->row] = false;
         if (master.stopping || w->retiring) {
             log_msg("worker %d (pid %ld) %s", w->slot, (long)pid, how);

@@ -66,6 +66,7 @@ static const char *explanation(int status)
     case 414: return "The request line is longer than rsp accepts.";
     case 416: return "The range asked for begins past the end of what is at this address.";
     case 421: return "This server does not serve that host name.";
+    case 429: return "Too many requests from your address; please wait a little and try again.";
     case 431: return "The request's headers are larger than rsp accepts.";
     case 405: return "rsp forwards requests to web servers; it opens no tunnels (CONNECT).";
     case 500: return "rsp's route function failed on this request, or a file could not be read; its log says which.";
@@ -133,11 +134,21 @@ int reply_append(struct buffer *out, const struct reply *r, bool head_only, cons
 
 int reply_error(struct buffer *out, int status, bool head_only, const char *connection)
 {
+    return reply_error_with(out, status, head_only, NULL, connection);
+}
+
+int reply_error_with(struct buffer *out, int status, bool head_only, const char *headers,
+                     const char *connection)
+{
     static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
     static const char html_allow[] = "Content-Type: text/html; charset=utf-8\r\n" REQUEST_ALLOW_HEADER "\r\n";
-    char page[1024];
+    char page[1024], head[512];
     struct reply r = { status, status == 405 ? html_allow : html, 0, page, 0 };
 
+    if (headers != NULL) {
+        snprintf(head, sizeof head, "%s%s", r.headers, headers);
+        r.headers = head;
+    }
     r.headers_length = strlen(r.headers);
     r.body_length = reply_page(page, sizeof page, status, explanation(status));
     return reply_append(out, &r, head_only, connection);

@@ -25,6 +25,7 @@
 #include "access_log.h"
 #include "acme_client.h"
 #include "clock.h"
+#include "limit.h"
 #include "config.h"
 #include "generation.h"
 #include "log.h"
@@ -170,6 +171,11 @@ int main(int argc, char *argv[])
      * sites' slots in them, and every worker forked later shares them. */
     if (stats_init() == -1)
         return 1;
+    /* And limit_req's and limit_conn's table, one budget per client. */
+    if (limit_init() == -1) {
+        stats_close();
+        return 1;
+    }
     /* So are the session-ticket keys: a worker resumes what another issued. */
     if (ticket_keys_init() == -1)
         goto out_stats;
@@ -231,6 +237,7 @@ int main(int argc, char *argv[])
         goto out_pid_file;
     log_startup(config);
     log_msg("file descriptor limit: %llu", fd_limit);
+    limit_log_size();
     /* The first generation: from here on the config belongs to it. */
     generation_install(config, true);
     config = NULL;
@@ -248,6 +255,7 @@ int main(int argc, char *argv[])
     ticket_keys_close(); /* its timer, before the reactor goes */
     pid_file_remove();
     process_clean_up(&process);
+    limit_close();
     stats_close();
     return status;
 
@@ -266,6 +274,7 @@ out_config:
         config_release(config);
 out_stats:
     ticket_keys_close();
+    limit_close();
     stats_close();
     return status;
 }

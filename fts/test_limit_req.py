@@ -1,0 +1,137 @@
+"""limit_req and limit_conn (stage 22, issue 31): a token bucket per client
+address (IPv4: the address; IPv6: its /64) and level, `burst` tokens at
+once, refilled at `rate` a second, shared by every worker; a request with
+no token left gets `429 Too Many Requests` with Retry-After and never
+reaches a backend. limit_conn: the connection over the limit gets 429 for
+its first request and is closed; the others keep working.
+
+Counts are exact: with rate = 1 per 3600 s no token comes back during a
+test, so a fresh address gets exactly `burst` requests through. The fast
+rate (1000/s) is checked by counting against a measured monotonic
+interval: at least `burst`, at most `burst + 1000 x elapsed + 1`, with no
+assertion on how long anything took. Other client addresses are 127.x.y.z
+(any of them reaches loopback on Linux). The table's eviction with 50,000
+keys is fuzz/test_limit.c's; here a few hundred addresses pass and a hot
+one stays limited."""
+import time
+
+import pytest
+
+from checks import log_lines
+from client import Conn, build_request, exchange
+from promparse import value as metric_value
+from test_status import metrics, start_with_status, status_json, wait_status
+from test_workers import conns_on_every_worker, started_workers
+
+pytestmark = pytest.mark.stage(22)
+
+HOUR = 1 / 3600  # a rate at which no token comes back during a test
+
+
+def ask(proxy, source="127.0.0.1", path="/echo"):
+    """One request (Connection: close) from `source`; the Response."""
+    return exchange(proxy.port, build_request(proxy.port, path=path), source=source)
+
+
+def statuses(proxy, n, source="127.0.0.1"):
+    return [ask(proxy, source).status for _ in range(n)]
+
+
+def test_burst_then_429_with_retry_after(backend, start_proxy):
+    proxy = start_with_status(start_proxy, backend, limit_req={"rate": HOUR, "burst": 3})
+    assert statuses(proxy, 5) == [200, 200, 200, 429, 429]
+    assert backend.requests == 3, f"the backend got {backend.requests} requests, not the burst of 3"
+    r = ask(proxy)
+    assert r.status == 429
+    assert b"Too Many Requests" in r.body, r.body
+    # No token for an hour: the next one comes in just under 3600 s.
+    retry = int(r.header("Retry-After"))
+    assert 3500 <= retry <= 3600, f"Retry-After: {retry}"
+    assert backend.requests == 3
+    lines = log_lines(proxy, "limit_req: 127.0.0.1 over")
+    assert lines, proxy.stderr()
+    assert "(burst 3): 429 (1 refused since the last line)" in lines[0], lines
+    doc = status_json(proxy)
+    assert doc["limits"]["refused"]["limit_req"] == 3, doc["limits"]
+    assert doc["limits"]["addresses"] == 1, doc["limits"]
+    site = [s for s in doc["sites"] if s["name"] == "default"][0]
+    assert site["refused"]["limit_req"] == 3, site
+    m = metrics(proxy)
+    assert metric_value(m, "rsp_refused_total", site="default", reason="limit_req") == 3
+    assert metric_value(m, "rsp_limit_addresses") == 1
+
+
+def test_second_address_unaffected(backend, start_proxy):
+    proxy = start_proxy(backend, limit_req={"rate": HOUR, "burst": 2})
+    assert statuses(proxy, 3, "127.0.0.1") == [200, 200, 429]
+    assert statuses(proxy, 3, "127.0.0.2") == [200, 200, 429]
+    assert statuses(proxy, 1, "127.0.0.1") == [429]
+    assert backend.requests == 4
+
+
+def test_fast_rate_refills(backend, start_proxy):
+    rate, burst, n = 1000, 5, 200
+    proxy = start_proxy(backend, limit_req={"rate": rate, "burst": burst})
+    with Conn(proxy.port) as c:
+        begin = time.monotonic()
+        got = [c.get("/echo").status for _ in range(n)]
+        elapsed = time.monotonic() - begin
+    allowed = got.count(200)
+    assert set(got) <= {200, 429}, got
+    assert burst <= allowed <= burst + rate * elapsed + 1, \
+        f"{allowed} of {n} requests allowed in {elapsed:.3f} s at {rate}/s, burst {burst}"
+    assert backend.requests == allowed
+
+
+def test_budget_shared_by_workers(backend, start_proxy):
+    proxy = start_proxy(backend, workers=2, limit_req={"rate": HOUR, "burst": 4})
+    pids = started_workers(proxy, 2)
+    conns = conns_on_every_worker(proxy.port, pids)  # one request on each: 2 tokens
+    try:
+        assert [r.status for _, r in conns.values()] == [200, 200]
+        got = []
+        for _ in range(2):
+            for c, _ in conns.values():
+                got.append(c.get("/echo").status)
+        assert got == [200, 200, 429, 429], f"two workers, one budget of 4: {got}"
+    finally:
+        for c, _ in conns.values():
+            c.close()
+    assert backend.requests == 4
+
+
+def test_many_addresses_then_hot_one_still_limited(backend, start_proxy):
+    proxy = start_with_status(start_proxy, backend, limit_req={"rate": HOUR, "burst": 2})
+    assert statuses(proxy, 2) == [200, 200]
+    others = [f"127.1.{i // 200}.{i % 200 + 1}" for i in range(300)]
+    for source in others:
+        assert ask(proxy, source).status == 200, source
+    assert statuses(proxy, 1) == [429]
+    doc = status_json(proxy)
+    assert doc["limits"]["addresses"] == 301, doc["limits"]
+    assert backend.requests == 302
+
+
+def test_limit_conn(backend, start_proxy):
+    proxy = start_with_status(start_proxy, backend, limit_conn=2, keepalive_timeout=60)
+    first, second = Conn(proxy.port), Conn(proxy.port)
+    try:
+        assert first.get("/echo").status == 200
+        assert second.get("/echo").status == 200
+        with Conn(proxy.port) as third:
+            r = third.get("/echo")
+            assert r.status == 429, r
+            assert r.header("Connection") == "close", r.headers
+            assert third.closed(), "the connection over limit_conn stays open"
+        assert first.get("/echo").status == 200
+        assert second.get("/echo").status == 200
+        second.close()
+        wait_status(proxy, lambda d: d["connections"] == 1, "one connection left open")
+        with Conn(proxy.port) as fourth:
+            assert fourth.get("/echo").status == 200
+    finally:
+        first.close()
+        second.close()
+    assert backend.requests == 5
+    doc = status_json(proxy)
+    assert doc["limits"]["refused"]["limit_conn"] == 1, doc["limits"]
