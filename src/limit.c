@@ -40,7 +40,7 @@ int limit_init(void)
 void limit_log_size(void)
 {
     log_msg("limits: a table of %d client addresses, %zu bytes (%zu an address)", LIMIT_SLOTS,
-            sizeof *shared, sizeof(struct limit_entry));
+            sizeof *shared, sizeof *shared / LIMIT_SLOTS);
 }
 
 void limit_close(void)
@@ -124,7 +124,7 @@ static void unlock(struct limit_set *s)
 static struct limit_entry *find(struct limit_set *s, const struct limit_key *key)
 {
     for (int i = 0; i < LIMIT_WAYS; i++)
-        if (memcmp(&s->entries[i].key, key, sizeof *key) == 0)
+        if (memcmp(&s->keys[i], key, sizeof *key) == 0)
             return &s->entries[i];
     return NULL;
 }
@@ -136,25 +136,30 @@ static struct limit_entry *find_or_make(struct limit_set *s, const struct limit_
                                         int64_t now)
 {
     struct limit_entry *e = find(s, key), *victim = NULL;
+    int v = 0;
 
     if (e != NULL)
         return e;
     for (int i = 0; i < LIMIT_WAYS; i++) {
         struct limit_entry *c = &s->entries[i];
 
-        if (c->key.family == 0) {
+        if (s->keys[i].family == 0) {
             victim = c;
-            atomic_fetch_add_explicit(&shared->addresses, 1, memory_order_relaxed);
+            v = i;
             break;
         }
         if (victim == NULL || (victim->open > 0 && c->open == 0) ||
-            ((victim->open > 0) == (c->open > 0) && c->seen < victim->seen))
+            ((victim->open > 0) == (c->open > 0) && c->seen < victim->seen)) {
             victim = c;
+            v = i;
+        }
     }
-    if (victim->key.family != 0)
+    if (s->keys[v].family != 0)
         atomic_fetch_add_explicit(&shared->evictions, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&shared->addresses, 1, memory_order_relaxed);
     memset(victim, 0, sizeof *victim);
-    victim->key = *key;
+    s->keys[v] = *key;
     victim->tokens = burst;
     victim->refilled = now;
     return victim;
