@@ -19,7 +19,9 @@ import pytest
 
 from checks import log_lines
 from client import Conn, build_request, exchange
+from netutil import free_port
 from promparse import value as metric_value
+from proxy import proxy_arguments, run_rsp
 from test_status import metrics, start_with_status, status_json, wait_status
 from test_workers import conns_on_every_worker, started_workers
 
@@ -135,3 +137,49 @@ def test_limit_conn(backend, start_proxy):
     assert backend.requests == 5
     doc = status_json(proxy)
     assert doc["limits"]["refused"]["limit_conn"] == 1, doc["limits"]
+
+
+def ask_host(proxy, host, source="127.0.0.1"):
+    return exchange(proxy.port, build_request(proxy.port, path="/echo", host=host), source=source).status
+
+
+def test_site_pool_and_top_level_budgets(make_backend, start_proxy):
+    """The request's site's limit_req, else its pool's, else the top
+    level's: one budget per level, a site without its own sharing its
+    pool's (or the top level's)."""
+    a, b, c, d = (make_backend(n) for n in "abcd")
+    proxy = start_proxy(a, limit_req={"rate": HOUR, "burst": 1},
+                        pools={"shared": {"backends": [b], "limit_req": {"rate": HOUR, "burst": 2}}},
+                        sites={"own.test": {"backends": [c], "limit_req": {"rate": HOUR, "burst": 3}},
+                               "pooled.test": {"pool": "shared"},
+                               "plain.test": {"backends": [d]}})
+    assert [ask_host(proxy, "own.test") for _ in range(4)] == [200, 200, 200, 429]
+    assert [ask_host(proxy, "pooled.test") for _ in range(3)] == [200, 200, 429]
+    # No limit_req of its own and a pool of its own: the top level's budget.
+    assert [ask_host(proxy, "plain.test") for _ in range(2)] == [200, 429]
+    assert [ask_host(proxy, "other.test") for _ in range(1)] == [429], "the default site: the top level's budget"
+    assert (c.requests, b.requests, d.requests, a.requests) == (3, 2, 1, 0)
+
+
+def test_429_takes_the_error_page(backend, start_proxy, tmp_path):
+    page = tmp_path / "busy.html"
+    page.write_bytes(b"<p>slow down</p>\n")
+    proxy = start_proxy(backend, limit_req={"rate": HOUR, "burst": 1}, error_pages={429: str(page)})
+    assert ask(proxy).status == 200
+    r = ask(proxy)
+    assert (r.status, r.body) == (429, b"<p>slow down</p>\n"), r
+    assert 3500 <= int(r.header("Retry-After")) <= 3600, r.headers
+
+
+@pytest.mark.parametrize("limit_req, words", [
+    ({"rate": 0}, "setting 'limit_req.rate' must be a number of requests a second above 0, at most 1000000"),
+    ({"rate": 2e6}, "setting 'limit_req.rate' must be a number of requests a second above 0, at most 1000000"),
+    ({"rate": 1, "burst": 1.5}, "setting 'limit_req.burst' must be a whole number from 1 to 1000000"),
+    ({"rate": 1, "brust": 2}, "limit_req"),
+    (10, "setting 'limit_req' must be a table like { rate = 10, burst = 20 }, not a number"),
+])
+def test_bad_limit_req(rsp, tmp_path, limit_req, words):
+    args = proxy_arguments(rsp.stage, free_port(), [("127.0.0.1", 9)], str(tmp_path), {"limit_req": limit_req})
+    result = run_rsp(rsp, ["-t", args[-1]], str(tmp_path))
+    assert result.returncode != 0, result
+    assert words in result.stderr, result.stderr
