@@ -25,6 +25,12 @@ from proxy import proxy_arguments, run_rsp
 from test_status import metrics, start_with_status, status_json, wait_status
 from test_workers import conns_on_every_worker, started_workers
 
+try:  # the HTTP/2 test needs python3-h2 and python3-trustme, as test_http2.py does
+    from test_http2 import NO_ERROR, ca, cert, ctx, h2, raw, start_h2  # noqa: F401 (fixtures)
+    HAVE_H2 = True
+except pytest.skip.Exception:
+    HAVE_H2 = False
+
 pytestmark = pytest.mark.stage(22)
 
 HOUR = 1 / 3600  # a rate at which no token comes back during a test
@@ -183,3 +189,22 @@ def test_bad_limit_req(rsp, tmp_path, limit_req, words):
     result = run_rsp(rsp, ["-t", args[-1]], str(tmp_path))
     assert result.returncode != 0, result
     assert words in result.stderr, result.stderr
+
+
+@pytest.mark.skipif(not HAVE_H2, reason="python3-h2 or python3-trustme is not installed")
+def test_limit_conn_http2(backend, start_proxy, cert, ctx):
+    """HTTP/2: the connection over limit_conn gets 429 on its first stream
+    and a GOAWAY; the one within it goes on."""
+    proxy = start_h2(start_proxy, backend, cert=cert, limit_conn=1)
+    with h2(proxy, ctx) as first:
+        assert first.get("/echo").status == 200
+        # A raw client: python3-h2 takes any GOAWAY for the connection's end
+        # and then refuses the 429's DATA that follows it.
+        with raw(proxy, ctx) as second:
+            second.send(second.request_frames(1, "GET", "/echo"))
+            s = second.collect([1])[1]
+            assert s.status == 429, second.describe()
+            goaways, how = second.until_closed()
+            assert goaways and all(code == NO_ERROR for code, _ in goaways), second.describe()
+        assert first.get("/echo").status == 200
+    assert backend.requests == 2

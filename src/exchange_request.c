@@ -235,8 +235,8 @@ static bool answer_plain_http(struct relay *relay)
     return true;
 }
 
-/* limit_conn: a connection over it is answered 429 and closed. Returns
- * true if so. */
+/* limit_conn: a connection over it is answered 429 and closed (HTTP/2:
+ * GOAWAY). Returns true if so. */
 static bool refuse_connection(struct relay *relay)
 {
     const struct relay *conn = relay->parent != NULL ? relay->parent : relay;
@@ -245,6 +245,10 @@ static bool refuse_connection(struct relay *relay)
         return false;
     stats_count_refused(relay->x->site, REFUSED_LIMIT_CONN);
     exchange_refuse(relay, 429, NULL, true);
+    /* HTTP/2: the stream gets its 429, the client a GOAWAY (no new
+     * streams); those in flight finish, with 429s too. */
+    if (relay->parent != NULL)
+        h2_relay_goaway(relay->parent);
     return true;
 }
 
