@@ -2,7 +2,7 @@
  * test's own (ASan+UBSan): exact counts of a bucket's burst and refill,
  * Retry-After, one budget per address and level, IPv6 keyed by its /64,
  * the once-a-second log verdict, limit_conn's counts and a dead process's
- * column cleared, and 50,000 distinct keys through the bounded table
+ * column cleared (and the locks it held freed), and 50,000 distinct keys through the bounded table
  * (entries never above LIMIT_SLOTS, every key an entry or an eviction)
  * with a hot key that keeps its bucket all along. */
 #include "check.h"
@@ -107,6 +107,14 @@ static void test_connections(void)
     stats_use_row(5);
     CHECK(limit_conn_open(&a, t) == 3, "nothing went below zero");
     stats_use_row(0);
+
+    /* Process 7 killed while it held every set's lock (as if): the
+     * master frees them, and nothing waits for ever. */
+    struct limit_table *table = limit_shared();
+    for (size_t i = 0; i < LIMIT_SETS; i++)
+        atomic_store(&table->sets[i].lock, 7 + 1);
+    limit_clear_column(7);
+    CHECK(limit_conn_open(&a, t) == 4, "the locks of a dead process are freed");
 }
 
 static void test_many_keys(void)

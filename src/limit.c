@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,19 +106,32 @@ static struct limit_set *set_of(const struct limit_key *key)
     return &shared->sets[h & (LIMIT_SETS - 1)];
 }
 
+/* Takes s's lock for this process. */
 static void lock(struct limit_set *s)
 {
-    while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire))
+    int holder = stats_row_index() + 1;
+
+    for (unsigned spins = 1;; spins++) {
+        int free = 0;
+
+        if (atomic_load_explicit(&s->lock, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&s->lock, &free, holder, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+        /* The holder is a few instructions from done, unless the kernel
+         * took its core away: then let it run. */
+        if (spins % 128 == 0)
+            sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause(); /* spin gently: the holder is a few instructions from done */
-#else
-        ;
+        else
+            __builtin_ia32_pause();
 #endif
+    }
 }
 
 static void unlock(struct limit_set *s)
 {
-    atomic_flag_clear_explicit(&s->lock, memory_order_release);
+    atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
 /* key's entry in s (locked), or NULL. */
@@ -238,7 +252,10 @@ void limit_clear_column(int row)
         return;
     for (size_t i = 0; i < LIMIT_SETS; i++) {
         struct limit_set *s = &shared->sets[i];
+        int dead = row + 1;
 
+        /* Its half-done update stays: a few tokens more or less. */
+        atomic_compare_exchange_strong(&s->lock, &dead, 0);
         lock(s);
         for (int j = 0; j < LIMIT_WAYS; j++) {
             struct limit_entry *e = &s->entries[j];

@@ -12,9 +12,12 @@
  * connections, if the set has one). An evicted key starts afresh, with a
  * full bucket: that is what a bounded table gives up.
  *
- * Each set has a spinlock (an atomic_flag) held for a few dozen
- * instructions: find the key, refill, take a token. Two workers meet on
- * one set only when their clients hash there at the same moment. */
+ * Each set has a spinlock held for a few dozen instructions: find the
+ * key, refill, take a token. Two workers meet on one set only when their
+ * clients hash there at the same moment. The lock holds its holder's row
+ * (stats.h) rather than a bare flag (an atomic_flag would do otherwise):
+ * a worker killed while holding one would leave its set locked for ever,
+ * so the master, told of the death, frees the locks of that row. */
 #ifndef RSP_LIMIT_H
 #define RSP_LIMIT_H
 
@@ -59,7 +62,7 @@ struct limit_entry {
  * cache lines, not eight entries' worth (bench/limits). */
 struct limit_set {
     _Alignas(64) struct limit_key keys[LIMIT_WAYS];
-    atomic_flag lock;
+    _Atomic int lock;           /* 0: free; else the holder's stats row + 1 */
     struct limit_entry entries[LIMIT_WAYS];
 };
 
@@ -113,7 +116,8 @@ unsigned limit_conn_open(const struct limit_key *key, int64_t now);
 /* Uncounts a connection limit_conn_open counted. */
 void limit_conn_close(const struct limit_key *key);
 
-/* Zeroes column `row` (a dead process's). The master calls it. */
+/* Frees the locks process `row` held and zeroes its column: it died.
+ * The master calls it. */
 void limit_clear_column(int row);
 
 #endif
