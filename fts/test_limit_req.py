@@ -13,17 +13,19 @@ assertion on how long anything took. Other client addresses are 127.x.y.z
 (any of them reaches loopback on Linux). The table's eviction with 50,000
 keys is fuzz/test_limit.c's; here a few hundred addresses pass and a hot
 one stays limited."""
+import os
+import signal
 import time
 
 import pytest
 
-from checks import log_lines
+from checks import log_lines, wait_for_log
 from client import Conn, build_request, exchange
 from netutil import free_port
 from promparse import value as metric_value
 from proxy import proxy_arguments, run_rsp
 from test_status import metrics, start_with_status, status_json, wait_status
-from test_workers import conns_on_every_worker, started_workers
+from test_workers import POLL_TIMEOUT, conns_on_every_worker, started_workers
 
 try:  # the HTTP/2 test needs python3-h2 and python3-trustme, as test_http2.py does
     from test_http2 import NO_ERROR, ca, cert, ctx, h2, raw, start_h2  # noqa: F401 (fixtures)
@@ -208,3 +210,25 @@ def test_limit_conn_http2(backend, start_proxy, cert, ctx):
             assert goaways and all(code == NO_ERROR for code, _ in goaways), second.describe()
         assert first.get("/echo").status == 200
     assert backend.requests == 2
+
+
+def test_dead_workers_connections_uncounted(backend, start_proxy):
+    """A worker killed with connections open: the master zeroes its
+    column of limit_conn's counts (the kernel closed them), so they do not
+    hold the address's budget for ever."""
+    proxy = start_proxy(backend, workers=2, limit_conn=2, keepalive_timeout=60)
+    first, second = started_workers(proxy, 2)
+    conns = conns_on_every_worker(proxy.port, [first, second])
+    try:
+        assert [r.status for _, r in conns.values()] == [200, 200]
+        with Conn(proxy.port) as over:
+            assert over.get("/echo").status == 429, "a third connection within limit_conn = 2"
+        os.kill(first, signal.SIGKILL)
+        # The master logs this after it cleared the dead worker's counts.
+        wait_for_log(proxy, f"worker 1 (pid {first}) was killed by signal 9; starting another", POLL_TIMEOUT)
+        with Conn(proxy.port, timeout=POLL_TIMEOUT) as again:
+            assert again.get("/echo").status == 200, "the dead worker's connection still counts"
+        assert conns[second][0].get("/echo").status == 200
+    finally:
+        for c, _ in conns.values():
+            c.close()
