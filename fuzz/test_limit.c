@@ -69,6 +69,10 @@ static void test_keys(void)
     CHECK(take(&next, 1e-6, 2, t, 5) == 2, "the next /64 has its own");
     CHECK(take(&other_level, 1e-6, 2, t, 5) == 2, "another level has its own");
     CHECK(limit_key_of("not an address", 1, &bad) == -1, "text that is no address");
+    struct limit_key v4 = key("192.0.2.77", 9), mapped = key("::ffff:192.0.2.77", 9);
+    struct limit_key mapped_other = key("::ffff:192.0.2.78", 9);
+    CHECK(memcmp(&v4, &mapped, sizeof v4) == 0, "an IPv4-mapped address is its IPv4 address");
+    CHECK(memcmp(&mapped, &mapped_other, sizeof v4) != 0, "two IPv4-mapped addresses, two keys");
 }
 
 static void test_log_verdict(void)

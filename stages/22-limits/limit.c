@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -58,21 +59,27 @@ struct limit_table *limit_shared(void)
 
 int limit_key_of(const char *text, uint32_t level, struct limit_key *key)
 {
-    unsigned char a[16];
+    struct in_addr a4;
+    struct in6_addr a6;
 
     memset(key, 0, sizeof *key);
     key->level = level;
-    if (inet_pton(AF_INET, text, a) == 1) {
+    if (inet_pton(AF_INET, text, &a4) == 1) {
         key->family = AF_INET;
-        memcpy(key->address, a, 4);
+        memcpy(key->address, &a4, 4);
         return 0;
     }
-    if (inet_pton(AF_INET6, text, a) == 1) {
-        key->family = AF_INET6;
-        memcpy(key->address, a, 8); /* the /64 */
+    if (inet_pton(AF_INET6, text, &a6) != 1)
+        return -1;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+        /* ::ffff:a.b.c.d is an IPv4 client: its /64 would be every one. */
+        key->family = AF_INET;
+        memcpy(key->address, &a6.s6_addr[12], 4);
         return 0;
     }
-    return -1;
+    key->family = AF_INET6;
+    memcpy(key->address, a6.s6_addr, 8); /* the /64 */
+    return 0;
 }
 
 uint32_t limit_level(const char *setting)
