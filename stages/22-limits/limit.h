@@ -54,7 +54,7 @@ struct limit_entry {
     int64_t seen;               /* last used (ns): the set's least recent goes first */
     int64_t logged;             /* the last log line of its refusals (ns) */
     uint32_t refused;           /* refusals since that line */
-    uint16_t open;              /* connections open, all columns together */
+    uint32_t open;              /* connections open, all columns together */
     uint16_t connections[LIMIT_COLUMNS];
 };
 
