@@ -131,6 +131,8 @@ struct exchange {
                                         send again should that connection turn out dead */
     struct body_buffer *body_buffer; /* the body read whole (buffering.c), or NULL */
     uint64_t body_streamed;          /* or, streamed: the bytes of it forwarded so far */
+    uint64_t max_body;               /* max_body_size of its site, pool or the top level
+                                        (exchange_admit); 0: no limit */
 
     /* The response. */
     bool response_began;             /* a byte came from the backend */
@@ -250,6 +252,10 @@ void exchange_upstream_event(void *relay, uint32_t events);
  * client connection stays open if the request was read whole and may; else
  * it closes after the answer, and what the client sends is drained. */
 void exchange_fail_request(struct relay *relay, int status);
+
+/* As exchange_fail_request, with extra header lines ("Name: value\r\n"...)
+ * in the answer (a 401's WWW-Authenticate). */
+void exchange_fail_request_with(struct relay *relay, int status, const char *lines);
 
 /* The exchange is finished and the client connection stays open: starts
  * the next one, with the bytes the client already sent, if any. Call only

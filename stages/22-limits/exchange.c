@@ -252,6 +252,11 @@ void exchange_answer_ourselves(struct relay *relay, const char *data, size_t len
 
 void exchange_fail_request(struct relay *relay, int status)
 {
+    exchange_fail_request_with(relay, status, "");
+}
+
+void exchange_fail_request_with(struct relay *relay, int status, const char *lines)
+{
     struct exchange *x = exchange_begin(relay);
     struct buffer answer = BUFFER_INIT;
 
@@ -281,7 +286,7 @@ void exchange_fail_request(struct relay *relay, int status)
     x->keep_client = x->request_complete && exchange_client_may_stay(relay);
     if (!x->request_complete)
         x->phase = PHASE_DRAIN;
-    if (reply_error(&answer, status, exchange_is_head_request(relay), "") == -1) {
+    if (reply_error(&answer, status, exchange_is_head_request(relay), lines) == -1) {
         log_msg("out of memory answering %d", status);
         buffer_free(&answer);
         x->phase = PHASE_DRAIN;

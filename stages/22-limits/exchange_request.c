@@ -161,7 +161,8 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     /* A chunked body streamed (request_buffering = false) is bounded too,
      * its framing counted with it (chapter 17). */
     x->body_streamed += (uint64_t)n;
-    if (relay->config->buffering.max_body > 0 && x->body_streamed > relay->config->buffering.max_body) {
+    if (x->max_body > 0 && x->body_streamed > x->max_body) {
+        stats_add(&stats_row()->refused_body_size, 1);
         exchange_fail_request(relay, 413);
         return;
     }
@@ -279,6 +280,8 @@ static void request_ready(struct relay *relay)
         exchange_fail_request(relay, 421);
         return;
     }
+    if (!exchange_admit(relay))
+        return;
     if (x->pool->root_fd >= 0) {
         exchange_serve_file(relay); /* a pool of files: no backend */
         return;

@@ -75,6 +75,9 @@ struct stats_row {
     _Atomic uint64_t compress_out;  /* and after */
     _Atomic int64_t encoders;       /* encoders alive in this process (encoder_totals) */
     _Atomic int64_t encoder_memory; /* the bytes they hold */
+    _Atomic uint64_t refused_deny;  /* requests refused by allow/deny (stage 22) */
+    _Atomic uint64_t refused_auth;  /* by basic_auth */
+    _Atomic uint64_t refused_body_size; /* for a body over max_body_size */
 };
 
 /* Durations counted by bucket: buckets[i] counts those in
