@@ -38,6 +38,7 @@ BUILD_PACKAGES=(
   zlib1g-dev             # gzip for compressed responses (chapter 21)
   libbrotli-dev          # brotli for compressed responses (chapter 21)
   libzstd-dev            # zstd for compressed responses (chapter 21)
+  libcrypt-dev           # crypt(3) for basic_auth's password hashes (chapter 22)
 )
 
 # The daemons the developer's set brings (nginx-common's nginx.service,
@@ -80,6 +81,7 @@ PACKAGES=(
   zlib1g-dev             # gzip for compressed responses (chapter 21)
   libbrotli-dev          # brotli for compressed responses (chapter 21)
   libzstd-dev            # zstd for compressed responses (chapter 21)
+  libcrypt-dev           # crypt(3) for basic_auth's password hashes (chapter 22)
   openssl                # the command line: certificates for the chapters' demos
   python3-trustme        # a throwaway CA and certificates for the TLS tests
   python3-h2             # HTTP/2 frame by frame (with hpack and hyperframe) for test_http2.py

@@ -470,12 +470,13 @@ class Conn:
             assert c.closed()                        # the peer closed cleanly
 
     Requests carry Host (127.0.0.1:PORT unless host= is given) and no
-    Connection header unless the caller adds one."""
+    Connection header unless the caller adds one; source= binds the local
+    end to that address (127.0.0.2, ...)."""
 
-    def __init__(self, port, timeout=READ_TIMEOUT, host=None, address=LOOPBACK, nodelay=True):
+    def __init__(self, port, timeout=READ_TIMEOUT, host=None, address=LOOPBACK, nodelay=True, source=None):
         self.port = port
         self.host = host or f"{LOOPBACK}:{port}"
-        self.sock = connect(port, timeout=timeout, address=address)
+        self.sock = connect(port, timeout=timeout, address=address, source=source)
         if nodelay:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = Reader(self.sock)

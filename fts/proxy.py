@@ -299,7 +299,7 @@ LATER_OPTIONS = {
     19: ("pid_file", "ticket_key_lifetime"),
     20: ("http2_max_streams",),
     21: ("root", "compress", "headers", "error_pages"),
-    22: ("limit_req", "limit_conn"),
+    22: ("limit_req", "limit_conn", "allow", "deny", "basic_auth"),
 }
 
 
@@ -726,6 +726,13 @@ def streamed(stage):
     read whole before a backend is chosen unless request_buffering =
     false."""
     return {"request_buffering": False} if stage >= 17 else {}
+
+
+def large_bodies(stage):
+    """start_proxy options for a test that sends a request body over 1 MiB:
+    from stage 22 on, max_body_size defaults to 1 MiB (as nginx's); this
+    keeps the 100 MiB of stages 17 to 21."""
+    return {"max_body_size": "100m"} if stage >= 22 else {}
 
 
 def unbuffered(stage):

@@ -46,7 +46,7 @@ from client import Conn, Reader, connect, exchange, read_response, request, requ
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_same_bytes, pattern
 from promparse import value as metric_value
-from proxy import proxy_arguments, run_rsp
+from proxy import large_bodies, proxy_arguments, run_rsp
 from test_status import start_with_status, status_json, metrics, wait_status
 
 pytestmark = pytest.mark.stage(17)
@@ -261,14 +261,15 @@ def chunked_body(data, size=1000):
 
 @pytest.mark.parametrize("framing", ["length", "chunked"])
 @pytest.mark.parametrize("size", BODY_SIZES, ids=[str(s) for s in BODY_SIZES])
-def test_request_bodies_exact_across_the_boundary(gunicorn, start_proxy, temp_dir, framing, size):
+def test_request_bodies_exact_across_the_boundary(gunicorn, start_proxy, stage, temp_dir, framing, size):
     """With request_buffer_size = 4096, bodies of 1 byte, 4095, 4096,
     4097 and 3 MiB + 7 bytes, framed by Content-Length or chunked, reach
     gunicorn exact, always with a Content-Length (no Transfer-Encoding);
     status.json counts each body buffered, and bytes written to a
     temporary file only for bodies over the limit (by their data: a
     chunked body's framing does not count)."""
-    proxy = start_with_status(start_proxy, gunicorn, request_buffer_size=REQUEST_BUFFER, temp_dir=temp_dir)
+    proxy = start_with_status(start_proxy, gunicorn, request_buffer_size=REQUEST_BUFFER, temp_dir=temp_dir,
+                              **large_bodies(stage))
     data = pattern(size, offset=3)
     if framing == "chunked":
         headers, body = [("Transfer-Encoding", "chunked")], chunked_body(data)
@@ -453,7 +454,7 @@ def test_temp_files_leave_nothing_after_sigkill(gunicorn, rsp, tmp_path, temp_di
     temp_dir."""
     port = free_port()
     args = proxy_arguments(rsp.stage, port, [(gunicorn.host, gunicorn.port)], str(tmp_path),
-                           {"temp_dir": temp_dir, "request_buffer_size": 4096})
+                           {"temp_dir": temp_dir, "request_buffer_size": 4096, **large_bodies(rsp.stage)})
     with open(tmp_path / "rsp-killed.stderr", "w") as err:
         process = subprocess.Popen([rsp.binary, *args], stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     try:

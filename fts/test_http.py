@@ -23,7 +23,7 @@ from client import Conn, connect, exchange, read_response
 import netutil
 from netutil import free_port, ipv6_loopback_available
 from pattern import assert_same_bytes, pattern
-from proxy import Proxy, backend_address, proxy_arguments
+from proxy import Proxy, backend_address, large_bodies, proxy_arguments
 
 MiB = 1024 * 1024
 POLL_TIMEOUT = 10.0  # a bound on waiting for something that must happen, not a measurement
@@ -622,7 +622,7 @@ def answer_early_read_slowly(conn, backend):
     # client's last byte arrives, rsp still has part of the body queued.
     (answer_early_read_slowly, MiB, {"receive_buffer": 4096, "max_segment": 1000}),
 ], ids=["reads-fast", "reads-slowly"])
-def test_backend_answers_before_reading_the_body(make_raw_backend, start_proxy, handler, size, sockopts):
+def test_backend_answers_before_reading_the_body(make_raw_backend, start_proxy, stage, handler, size, sockopts):
     """A backend that answers 413 as soon as it has the head, before
     reading a body of megabytes, and closes politely: the client, which
     sends its whole body before reading, gets that 413, not a 502 or a
@@ -631,7 +631,7 @@ def test_backend_answers_before_reading_the_body(make_raw_backend, start_proxy, 
     end of the body in its queue when the request is complete: that part
     is written out, not dropped with the connection."""
     early = make_raw_backend(handler, **sockopts)
-    proxy = start_proxy(early)
+    proxy = start_proxy(early, **large_bodies(stage))
     body = pattern(size)
     data = http_request(method="POST", target="/upload", headers=[("Content-Length", str(len(body)))], body=body)
     r = exchange(proxy.port, data + b"GET /pipelined HTTP/1.1\r\n\r\n")
@@ -708,7 +708,7 @@ def test_large_upload_byte_exact(make_raw_backend, start_proxy, stage, framing):
     random sizes, reaches the backend byte for byte, and nothing after it
     (from stage 17 a chunked one as its data alone: as_forwarded)."""
     recorder = make_raw_backend(record_request)
-    proxy = start_proxy(recorder)
+    proxy = start_proxy(recorder, **large_bodies(stage))
     data = pattern(8 * MiB, offset=5)
     if framing == "chunked":
         body, headers = chunked(data, random.Random(6)), [("Transfer-Encoding", "chunked")]

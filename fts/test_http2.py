@@ -58,7 +58,7 @@ from h2client import (CANCEL, COMPRESSION_ERROR, CONTINUATION, DATA, END_STREAM,
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening  # noqa: E402
 from pattern import assert_is_pattern, pattern  # noqa: E402
 from promparse import value as metric_value  # noqa: E402
-from proxy import is_sanitized, proxy_arguments, run_rsp, streamed, unbuffered, vm_rss  # noqa: E402
+from proxy import is_sanitized, large_bodies, proxy_arguments, run_rsp, streamed, unbuffered, vm_rss  # noqa: E402
 from test_access_log import assert_line, wait_lines  # noqa: E402
 from test_access_log import parse as parse_line  # noqa: E402
 from test_operations import sighup  # noqa: E402
@@ -450,11 +450,11 @@ def test_body_without_content_length(ka, start_proxy, cert, ctx, rsp, buffering)
 
 
 @pytest.mark.parametrize("window", [None, 16 * KiB], ids=["default-window", "16k-window"])
-def test_16mib_both_ways_byte_exact(ka, start_proxy, cert, ctx, window):
+def test_16mib_both_ways_byte_exact(ka, start_proxy, stage, cert, ctx, window):
     """16 MiB up (a POST, checked by length and SHA-256 at the backend)
     and 16 MiB down (checked byte for byte) on one connection, with the
     client's default stream window and with a 16 KiB one."""
-    proxy = start_h2(start_proxy, ka, cert=cert)
+    proxy = start_h2(start_proxy, ka, cert=cert, **large_bodies(stage))
     n = 16 * MiB
     body = pattern(n, offset=5)
     settings = {INITIAL_WINDOW_SIZE: window} if window else None
@@ -747,7 +747,7 @@ def test_upload_to_slow_backend_costs_bounded_memory(make_backend, start_proxy, 
     waits (rsp opens the client's window only as the backend drains: the
     client cannot send it all meanwhile), and then the backend gets every byte (length and SHA-256)."""
     backend = make_backend("a")
-    proxy = start_h2(start_proxy, backend, cert=cert, **streamed(rsp.stage))
+    proxy = start_h2(start_proxy, backend, cert=cert, **streamed(rsp.stage), **large_bodies(rsp.stage))
     n = 64 * MiB
     body = pattern(n, offset=3)
     with h2(proxy, ctx) as c:

@@ -7,6 +7,7 @@ import pytest
 
 from client import get, request
 from pattern import assert_is_pattern
+from proxy import large_bodies
 
 MiB = 1024 * 1024
 LARGE = 11 * MiB  # more than every kernel buffer between proxy and client
@@ -46,9 +47,10 @@ def test_large_response_to_client_reading_slowly(proxy):
 
 @pytest.mark.stage(1)
 @pytest.mark.bug(2, 4, "a write that would block (EAGAIN) or is short drops the bytes not written")
-def test_large_upload_to_backend_that_pauses(proxy):
+def test_large_upload_to_backend_that_pauses(backend, start_proxy, stage):
     """A 12 MiB request body reaches a backend that waits a second before
     reading it byte for byte (the same problem in the other direction)."""
+    proxy = start_proxy(backend, **large_bodies(stage))
     n = 12 * MiB
     body = random.Random(2).randbytes(n)
     r = request(proxy.port, "/upload?delay=1", method="POST", body=body)

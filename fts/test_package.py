@@ -368,7 +368,7 @@ def test_setup_env_build_set_is_only_the_build():
     build = run([script, "--build", "--list"]).stdout.split()
     assert set(build) == {"build-essential", "pkg-config", "libluajit-5.1-dev", "libssl-dev",
                           "libjansson-dev", "libnghttp2-dev", "zlib1g-dev", "libbrotli-dev",
-                          "libzstd-dev"}, build
+                          "libzstd-dev", "libcrypt-dev"}, build
     everything = run([script, "--list"]).stdout.split()
     assert set(build) <= set(everything), everything
     assert {"nginx", "haproxy", "caddy"} <= set(everything)

@@ -55,7 +55,7 @@ from client import (Conn, Reader, close_with_reset, connect, exchange, get, read
 from netutil import LOOPBACK, free_port, ipv6_loopback_available, wait_for, wait_until_listening
 from pattern import assert_is_pattern, pattern
 from promparse import value as metric_value
-from proxy import backend_address, count_fds, is_sanitized, proxy_arguments, run_rsp, vm_rss
+from proxy import backend_address, count_fds, is_sanitized, large_bodies, proxy_arguments, run_rsp, vm_rss
 from test_operations import sighup, sighup_failing
 from test_status import metrics, status_json
 from test_workers import owners, started_workers, wait_state
@@ -1243,10 +1243,10 @@ def test_download_byte_exact(backend, start_proxy, certs, ctx, size):
 
 
 @pytest.mark.parametrize("size", [1, 16385, MiB, 16 * MiB], ids=["1", "record+1", "1MiB", "16MiB"])
-def test_upload_byte_exact(backend, start_proxy, certs, ctx, size):
+def test_upload_byte_exact(backend, start_proxy, stage, certs, ctx, size):
     """A request body of `size` bytes sent over TLS reaches the backend
     exactly (its byte count and SHA-256 as the backend computed them)."""
-    proxy = start_tls(start_proxy, backend, certificates=[certs.www])
+    proxy = start_tls(start_proxy, backend, certificates=[certs.www], **large_bodies(stage))
     body = pattern(size, offset=7)
     r = https_request(proxy.tls_port, "/upload", ctx, WWW, method="POST", body=body)
     assert r.status == 200, f"{r!r} {r.raw[:300]!r}"

@@ -21,7 +21,7 @@ from backends import read_head
 from checks import assert_serves
 from client import build_request, close_with_reset, connect, get, read_to_eof, recv_or_reset, Response
 from pattern import assert_is_pattern, first_difference, pattern, pattern_chunks
-from proxy import vm_rss
+from proxy import large_bodies, vm_rss
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -164,11 +164,12 @@ def test_paused_200mib_download_costs_bounded_memory(proxy):
 
 @pytest.mark.stage(1)
 @pytest.mark.bug(2, 4, DROPS)
-def test_upload_to_paused_backend_costs_bounded_memory(proxy):
+def test_upload_to_paused_backend_costs_bounded_memory(backend, start_proxy, stage):
     """A client uploading 64 MiB to a backend that waits before reading
     costs the proxy less than 8 MiB of resident memory while the backend
     waits (backpressure towards the client), and then the backend gets
     every byte (length and SHA-256)."""
+    proxy = start_proxy(backend, **large_bodies(stage))
     n = 64 * MiB
     expected_sha256 = pattern_sha256(n)
     before = vm_rss(proxy.pid)

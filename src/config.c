@@ -234,6 +234,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         check_settings(path, config) == 0 &&
         config_read_health(L, path, LUA_GLOBALSINDEX, "health_check", &config_health_defaults,
                            &config->health) == 0 &&
+        config_read_access(L, path, LUA_GLOBALSINDEX, "", true, &config->access) == 0 &&
         config_read_default_site(L, path, config) == 0 &&
         config_read_pools(L, path, config) == 0 &&
         config_read_sites(L, path, config) == 0 &&
@@ -305,6 +306,7 @@ void config_free(struct config *config)
     free(config->buffering.temp_dir);
     config->operations.access_log = config->operations.user = config->operations.pid_file = NULL;
     site_output_free(&config->output);
+    access_settings_free(&config->access);
     mime_table_free(config->mime);
     config->mime = NULL;
     pool_free(&config->default_pool);
@@ -313,6 +315,7 @@ void config_free(struct config *config)
         free(config->pools[i].name);
         pool_free(&config->pools[i].pool);
         site_output_free(&config->pools[i].pool.output);
+        access_settings_free(&config->pools[i].pool.access);
     }
     free(config->pools);
     config->pools = NULL;
@@ -324,6 +327,8 @@ void config_free(struct config *config)
         pool_free(&site->own);
         site_output_free(&site->own.output);
         site_output_free(&site->output);
+        access_settings_free(&site->access);
+        access_settings_free(&site->own.access);
         for (size_t j = 0; j < site->alias_count; j++)
             free(site->aliases[j]);
         free(site->aliases);

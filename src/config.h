@@ -120,6 +120,8 @@ struct config {
     struct http2_settings http2;
     struct site_output output;  /* the top level's compress, headers, error_pages, limit_req */
     unsigned limit_conn;        /* open connections per client address; 0: no limit (limit.h) */
+    struct access_settings access; /* the top level's allow, deny, basic_auth (its
+                                      max_body_size: buffering.max_body) */
     struct mime_table *mime;    /* extension -> Content-Type (/etc/mime.types and
                                    built-ins), read once per generation */
 };
@@ -176,7 +178,8 @@ struct config {
  *   request_buffering = true   request bodies are read whole before a backend
  *               is chosen (false: streamed as they come); request_buffer_size =
  *               65536 bytes of a body kept in memory, the rest in a temporary
- *               file; max_body_size = 104857600 (413 beyond; 0: no limit);
+ *               file; max_body_size = 1048576 (413 beyond; 0: no limit; per
+ *               site and pool too: access_rules.h);
  *               body_min_rate = 0 bytes per second a body must average (408)
  *   response_buffering = true   responses read as fast as the backend sends:
  *               response_buffer_size = 262144 bytes in memory, then up to
@@ -203,6 +206,14 @@ struct config {
  *               pool and on a site; a site's compress and error_pages
  *               replace its pool's, which replace the top level's; headers
  *               merge by name
+ *   allow = { "10.0.0.0/8", "2001:db8::/32" }, deny = { "10.1.2.3", "all" }
+ *               (403; the longest matching prefix decides, a tie denies;
+ *               with allow set, a client no rule matches is refused),
+ *   basic_auth = { realm = "private", users = "/etc/rsp/htpasswd",
+ *               forward = false }   (401; bcrypt, sha512crypt, yescrypt
+ *               hashes; the file re-read on reload): at the top level, on a
+ *               pool and on a site, each taken whole from the site, else
+ *               the pool, else the top level (access_rules.h)
  * At least one of backends, root, sites and route must be there. Backend names
  * are resolved here, once. With a route function the Lua state stays
  * alive in config->route. On any problem prints one line

@@ -96,6 +96,13 @@ int config_read_output(lua_State *L, const char *path, int t, const char *prefix
 
 /* Makes *to (empty) a copy of *from. Returns 0, or -1 after saying "out
  * of memory" (config_files.c). */
+/* allow, deny, basic_auth and max_body_size (access_rules.h) of the table
+ * at index t (LUA_GLOBALSINDEX: the top level, whose max_body_size the
+ * settings table reads: top), into a; prefix ("sites[\"x\"].") names them
+ * in messages. Returns 0, or -1 after a config error. */
+int config_read_access(lua_State *L, const char *path, int t, const char *prefix, bool top,
+                       struct access_settings *a);
+
 int config_copy_output(const char *path, const struct site_output *from, struct site_output *to);
 
 #endif

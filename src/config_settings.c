@@ -81,12 +81,9 @@ const struct setting config_settings[] = {
      * than memory, and memory is what a crowd of uploaders would take. */
     { "request_buffer_size", SETTING_BUFFER, offsetof(struct config, buffering.request_size), 64 * 1024,
       0, 1ULL << 30, NULL, NULL },
-    /* The largest body accepted. nginx's 1 MiB refuses a phone's photo; a
-     * personal site's uploads (photos, a short video, a backup of notes)
-     * fit in 100 MiB, and so many bytes on disk per upload cannot fill a
-     * small VPS's disk with a few hostile clients. Raise it for a
-     * file-sharing app. */
-    { "max_body_size", SETTING_SIZE, offsetof(struct config, buffering.max_body), 100 * 1024 * 1024, 0,
+    /* The largest body accepted: 1 MiB, as nginx (stage 22), since a site
+     * or a pool that takes uploads can now raise it for itself alone. */
+    { "max_body_size", SETTING_SIZE, offsetof(struct config, buffering.max_body), 1024 * 1024, 0,
       1ULL << 50, NULL, NULL },
     /* Its message names these bounds in words of its own (rate_problem). */
     { "body_min_rate", SETTING_RATE, offsetof(struct config, buffering.body_min_rate), 0, 0, 1e12, NULL,
@@ -113,6 +110,7 @@ const struct setting config_settings[] = {
      * (0: no limit). */
     OWN("limit_req"),
     COUNT("limit_conn", limit_conn, 0, 0, 1e6),
+    OWN("allow"), OWN("deny"), OWN("basic_auth"),
 };
 
 const size_t config_setting_count = sizeof config_settings / sizeof config_settings[0];
@@ -243,6 +241,13 @@ static int read_size(const char *path, lua_State *L, const struct setting *s, ui
     }
     *out = (uint64_t)value;
     return 0;
+}
+
+int config_read_size_value(lua_State *L, const char *path, const char *name, uint64_t *out)
+{
+    const struct setting s = { name, SETTING_SIZE, 0, 0, 0, 1ULL << 50, NULL, NULL };
+
+    return read_size(path, L, &s, out);
 }
 
 /* SETTING_RATE: a number from min to max. */

@@ -53,4 +53,8 @@ void config_settings_defaults(struct config *config);
  * default. Returns 0, or -1 after naming the first setting that is wrong. */
 int config_read_settings(lua_State *L, const char *path, struct config *config);
 
+/* A size (SETTING_SIZE's form, 0 to 2^50) on top of the stack into *out;
+ * name names it in the message. Returns 0, or -1 after a config error. */
+int config_read_size_value(lua_State *L, const char *path, const char *name, uint64_t *out);
+
 #endif

@@ -65,6 +65,16 @@ void exchange_connect_finished(struct relay *relay);
  * 500). */
 void exchange_serve_file(struct relay *relay);
 
+/* The checks of who may enter (exchange_access.c), once the pool is
+ * known: allow/deny (403), then basic_auth (401), then a Content-Length
+ * over max_body_size (413); sets x->max_body. Returns true if the request
+ * may go on; false when it was answered. */
+bool exchange_admit(struct relay *relay);
+
+/* A request failed basic_auth: counted, and a limit_req token of the
+ * request's level taken for it (when limit_req applies). */
+void exchange_auth_failed(struct relay *relay);
+
 /* access_log_capture.c */
 
 /* Copies what the access log needs of the request, once per exchange. */

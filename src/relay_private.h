@@ -132,6 +132,8 @@ struct exchange {
                                         send again should that connection turn out dead */
     struct body_buffer *body_buffer; /* the body read whole (buffering.c), or NULL */
     uint64_t body_streamed;          /* or, streamed: the bytes of it forwarded so far */
+    uint64_t max_body;               /* max_body_size of its site, pool or the top level
+                                        (exchange_admit); 0: no limit */
 
     /* The response. */
     bool response_began;             /* a byte came from the backend */

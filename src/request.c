@@ -414,6 +414,8 @@ int request_write_head(const struct request_view *req, const struct request_info
 
         if (dropped(req, buf, info, policy, h->name))
             continue;
+        if (info->drop_authorization && http_span_is(buf, h->name, "authorization"))
+            continue;
         /* A buffered body's length is known: it takes the place of the
          * framing the client chose, and nothing is left to expect
          * (chapter 17). */

@@ -159,7 +159,8 @@ static int keep_body(struct relay *relay, const char *data, size_t len)
     const struct buffering *cfg = &relay->config->buffering;
     struct body_buffer *b = relay->x->body_buffer;
 
-    if (cfg->max_body > 0 && b->length + len > cfg->max_body) {
+    if (relay->x->max_body > 0 && b->length + len > relay->x->max_body) {
+        stats_count_refused(relay->x->site, REFUSED_BODY_SIZE);
         drop_body(relay);
         exchange_fail_request(relay, 413); /* a chunked body grew too large */
         return -1;
@@ -262,11 +263,6 @@ void buffering_begin(struct relay *relay)
     const struct buffering *cfg = &relay->config->buffering;
     size_t head_length = x->request->head_length, extra;
 
-    if (cfg->max_body > 0 && !x->info.body.done && !x->info.body.chunked &&
-        body_framer_remaining(&x->info.body) > cfg->max_body) {
-        exchange_fail_request(relay, 413); /* before reading a byte of it */
-        return;
-    }
     if (!cfg->request || x->info.body.done || x->upgrade) {
         exchange_connect(relay, 502);
         return;

@@ -324,12 +324,15 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             continue;
         }
         static const char *const fields[] = { "backends", "balance", "health_check", "root",
-                                              "compress", "headers", "error_pages", "limit_req", NULL };
+                                              "compress", "headers", "error_pages", "limit_req", "allow",
+                                              "deny", "basic_auth", "max_body_size", NULL };
         rc = read_pool_table(L, path, setting, config, &named->pool);
         if (rc == 0) {
             char prefix[110];
             snprintf(prefix, sizeof prefix, "%s.", setting);
             rc = config_read_output(L, path, -1, prefix, &config->output, &named->pool.output);
+            if (rc == 0)
+                rc = config_read_access(L, path, -1, prefix, false, &named->pool.access);
         }
         if (rc == 0) /* after the checks above, which explain a bare list better */
             rc = config_check_fields(L, path, setting, fields);
@@ -360,7 +363,8 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
 {
     static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
                                           "access_log", "access_log_format", "root", "compress",
-                                          "headers", "error_pages", "limit_req", NULL };
+                                          "headers", "error_pages", "limit_req", "allow", "deny",
+                                          "basic_auth", "max_body_size", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -538,7 +542,8 @@ static int read_site_output(lua_State *L, const char *path, const char *setting,
     snprintf(prefix, sizeof prefix, "%s.", setting);
     if (config_read_output(L, path, -1, prefix,
                            site->pool == &site->own ? &config->output : &site->pool->output,
-                           &site->output) == -1)
+                           &site->output) == -1 ||
+        config_read_access(L, path, -1, prefix, false, &site->access) == -1)
         return -1;
     return site->pool == &site->own ? config_copy_output(path, &site->output, &site->own.output) : 0;
 }

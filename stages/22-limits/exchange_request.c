@@ -164,7 +164,8 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
     /* A chunked body streamed (request_buffering = false) is bounded too,
      * its framing counted with it (chapter 17). */
     x->body_streamed += (uint64_t)n;
-    if (relay->config->buffering.max_body > 0 && x->body_streamed > relay->config->buffering.max_body) {
+    if (x->max_body > 0 && x->body_streamed > x->max_body) {
+        stats_count_refused(x->site, REFUSED_BODY_SIZE);
         exchange_fail_request(relay, 413);
         return;
     }
@@ -252,31 +253,6 @@ static bool refuse_connection(struct relay *relay)
     return true;
 }
 
-/* limit_req: takes a token of the client's bucket at the level that
- * applies (the site's, else the pool's, else the top level's); none left,
- * answers 429 with Retry-After. Returns true if refused. */
-static bool limit_request(struct relay *relay)
-{
-    struct exchange *x = relay->x;
-    const struct limit_req_settings *l =
-        &site_output_for(relay->config, x->output_site, x->pool)->limit_req;
-    struct limit_key key;
-    char retry[40];
-
-    if (l->rate == 0 || relay_client_key(relay, l->level, &key) == -1)
-        return false;
-    struct limit_verdict v = limit_take(&key, l->rate, l->burst, limit_now());
-    if (v.allowed)
-        return false;
-    if (v.log)
-        log_msg("limit_req: %s over %g/s (burst %u): 429 (%" PRIu32 " refused since the last line)",
-                relay->client_address, l->rate, l->burst, v.refused);
-    stats_count_refused(x->site, REFUSED_LIMIT_REQ);
-    snprintf(retry, sizeof retry, "Retry-After: %u\r\n", v.retry_after);
-    exchange_refuse(relay, 429, retry, false);
-    return true;
-}
-
 /* The head is complete: check it, route it, get a backend connection. */
 static void request_ready(struct relay *relay)
 {
@@ -326,7 +302,7 @@ static void request_ready(struct relay *relay)
         exchange_fail_request(relay, 421);
         return;
     }
-    if (limit_request(relay))
+    if (!exchange_admit(relay))
         return;
     if (x->pool->root_fd >= 0) {
         exchange_serve_file(relay); /* a pool of files: no backend */

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access_rules.h"
 #include "site_output.h"
 
 /* A pool holds at most this many backends: each client remembers which it
@@ -66,6 +67,7 @@ struct pool {
     char *root;                 /* a pool of files (chapter 21): its directory; NULL: of backends */
     int root_fd;                /* root, open (O_PATH); -1: a pool of backends */
     struct site_output output;  /* compress, headers, error_pages: the pool's own over the top level's */
+    struct access_settings access; /* allow, deny, basic_auth, max_body_size (stage 22) */
 };
 
 /* A pool with a name, from the config's `pools`. */

@@ -77,6 +77,7 @@ struct request_info {
     bool buffered;                /* the body was read whole (chapter 17): the backend
                                      gets it with this Content-Length, and no Expect */
     uint64_t buffered_length;
+    bool drop_authorization;      /* basic_auth took it: the backend does not get it */
 };
 
 /* Checks the semantics of the request and fills *info. Returns 0,

@@ -23,6 +23,7 @@ struct site {
     struct access_log *log; /* access_log, open (process.c's apply_access_log) */
     struct site_output output; /* compress, headers, error_pages: the site's over its pool's
                                   over the top level's (site_output.h) */
+    struct access_settings access; /* its own allow, deny, basic_auth, max_body_size */
 };
 
 struct router {
