@@ -108,6 +108,7 @@ const struct setting config_settings[] = {
      * open stream is an exchange with its buffers. */
     COUNT("http2_max_streams", http2.max_streams, 128, 1, 1024),
     OWN("root"), OWN("compress"), OWN("headers"), OWN("error_pages"),
+    OWN("trusted_proxies"),
 };
 
 const size_t config_setting_count = sizeof config_settings / sizeof config_settings[0];
