@@ -299,7 +299,7 @@ LATER_OPTIONS = {
     19: ("pid_file", "ticket_key_lifetime"),
     20: ("http2_max_streams",),
     21: ("root", "compress", "headers", "error_pages"),
-    22: ("limit_req", "limit_conn", "allow", "deny", "basic_auth"),
+    22: ("limit_req", "limit_conn", "allow", "deny", "basic_auth", "trusted_proxies"),
 }
 
 

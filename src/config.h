@@ -56,6 +56,7 @@ struct http2_settings {
 };
 
 struct tls_context;
+struct cidr;
 
 /* One certificate the ACME client keeps (chapter 19): the names it is for,
  * the first of which names its files in storage. */
@@ -80,6 +81,7 @@ struct tls_settings {
     struct tls_context *context; /* the certificates (tls.h); NULL: no `tls` */
     char *listen_host;          /* tls.listen's address; NULL: every address */
     char listen_port[6];
+    bool proxy_protocol;        /* its clients send the PROXY protocol's header first */
     bool redirect_http;         /* plain HTTP gets a 301 (308) to https:// */
     bool http2;                 /* ALPN offers h2, then http/1.1 (chapter 20); false: http/1.1 only */
     char hsts_line[64];         /* "Strict-Transport-Security: max-age=N\r\n", or "" */
@@ -102,6 +104,9 @@ struct config {
     unsigned generation;        /* 1 at start, one more per reload (generation.c) */
     char *listen_host;          /* NULL: every local address */
     char listen_port[6];        /* "1".."65535" */
+    bool proxy_protocol;        /* listen's clients send the PROXY protocol's header first */
+    struct cidr *trusted_proxies; /* whose PROXY header and X-Forwarded-For are believed */
+    size_t trusted_proxy_count; /* 0: no trusted_proxies (any peer's PROXY header) */
     struct pool default_pool;   /* the default site; used if router.fallback */
     struct named_pool *pools;   /* pools = { NAME = {...} }, sorted by name */
     size_t pool_count;

@@ -2,15 +2,19 @@
 #define _GNU_SOURCE /* for accept4 */
 #include "listener.h"
 
+#include "cidr.h"
 #include "clock.h"
+#include "config.h"
 #include "generation.h"
 #include "log.h"
 #include "net.h"
+#include "proxy_protocol.h"
 #include "reactor.h"
 #include "relay.h"
 #include "reply.h"
 #include "timer.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -32,6 +36,21 @@
 #define LISTENER_TURN 16
 /* Clients taken per wakeup: see listener_handle(). */
 #define LISTENER_ACCEPT_BATCH 1
+/* The least time between two "proxy_protocol:" lines. */
+#define PROXY_REPORT_INTERVAL 1.0
+
+struct listener;
+
+/* A client of a listener with proxy_protocol whose header has not all
+ * arrived: nothing else is read from it (no TLS, no HTTP) until it has. */
+struct proxy_wait {
+    struct epoll_event_handler handler;
+    struct timer deadline;          /* header_timeout from the accept */
+    struct listener *listener;
+    struct proxy_wait *prev, *next; /* the listener's waiting clients */
+    struct sockaddr_storage peer;   /* the load balancer */
+    socklen_t peer_length;
+};
 
 struct listener {
     struct epoll_event_handler handler;
@@ -48,7 +67,12 @@ struct listener {
     /* Clients turned away since the last report, and when that was. */
     unsigned long turned_away;
     double reported_at;
+    struct proxy_wait *waiting;     /* clients whose PROXY header is still coming */
 };
+
+/* PROXY protocol refusals not logged yet, and when the last line was. */
+static unsigned long proxy_unreported;
+static double proxy_reported_at = -PROXY_REPORT_INTERVAL;
 
 /* Answers a client we have no room for with a 503 and closes it. The
  * request is read (whatever of it has arrived) before the close, so that
@@ -191,6 +215,182 @@ static void take_turns(struct listener *listener)
     }
 }
 
+/* Writes a peer's address as text (an IPv4 one that came as
+ * ::ffff:a.b.c.d as a.b.c.d). */
+static void peer_text(const struct sockaddr_storage *peer, char *out, size_t size)
+{
+    const void *raw = NULL;
+    int family = peer->ss_family;
+
+    if (family == AF_INET) {
+        raw = &((const struct sockaddr_in *)peer)->sin_addr;
+    } else if (family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+        raw = a6;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            family = AF_INET;
+            raw = &a6->s6_addr[12];
+        }
+    }
+    if (raw == NULL || inet_ntop(family, raw, out, (socklen_t)size) == NULL)
+        snprintf(out, size, "unknown");
+}
+
+/* Logs why a client of a proxy_protocol listener was closed: one line a
+ * second at most, saying how many others were since the last one. */
+static void proxy_report(const struct sockaddr_storage *peer, const char *why)
+{
+    char text[INET6_ADDRSTRLEN];
+    double now = clock_now();
+
+    if (now - proxy_reported_at < PROXY_REPORT_INTERVAL) {
+        proxy_unreported++;
+        return;
+    }
+    peer_text(peer, text, sizeof text);
+    if (proxy_unreported > 0)
+        log_msg("proxy_protocol: %s: %s (and %lu more closed since the last line)", text, why,
+                proxy_unreported);
+    else
+        log_msg("proxy_protocol: %s: %s", text, why);
+    proxy_unreported = 0;
+    proxy_reported_at = now;
+}
+
+/* Forgets a waiting client; closes its socket unless `keep_fd`. */
+static void proxy_wait_end(struct proxy_wait *w, bool keep_fd)
+{
+    struct listener *listener = w->listener;
+
+    if (reactor_remove(&w->handler) == -1)
+        log_errno("epoll_ctl(DEL) (a PROXY protocol client)");
+    timer_disarm(&w->deadline);
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        listener->waiting = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    if (!keep_fd && close(w->handler.fd) == -1)
+        log_errno("close (a PROXY protocol client)");
+    free(w);
+}
+
+/* Closes a waiting client without a word, after logging why. */
+static void proxy_refuse(struct proxy_wait *w, const char *why)
+{
+    proxy_report(&w->peer, why);
+    proxy_wait_end(w, false);
+}
+
+static void proxy_wait_expired(struct timer *timer)
+{
+    proxy_refuse(timer->closure, "no whole header within header_timeout");
+}
+
+/* The header has been read: takes exactly its bytes off the socket (what
+ * follows is the client's TLS or HTTP) and hands the client to a relay,
+ * with the address the header carries (the peer's own for LOCAL and
+ * UNKNOWN). */
+static void proxy_pass(struct proxy_wait *w, const struct proxy_header *h)
+{
+    struct listener *listener = w->listener;
+    unsigned char header[PROXY_HEADER_MAX];
+    struct sockaddr_storage client = h->local ? w->peer : h->source;
+    socklen_t length = h->local ? w->peer_length : sizeof client;
+    int fd = w->handler.fd;
+    ssize_t n;
+
+    do
+        n = recv(fd, header, h->length, 0);
+    while (n == -1 && errno == EINTR);
+    if (n != (ssize_t)h->length) {
+        /* The bytes peeked are queued: only a reset takes them away. */
+        proxy_refuse(w, n == -1 ? "reset while reading the header" : "the header could not be read whole");
+        return;
+    }
+    proxy_wait_end(w, true);
+    if (relay_start(fd, (struct sockaddr *)&client, length, listener->port, generation_current(),
+                    listener->relays, listener->tls) == -1 &&
+        close(fd) == -1)
+        log_errno("close (a client we had no room for)");
+}
+
+/* Bytes arrived: looks at what has (without taking it: MSG_PEEK, so the
+ * header's bytes are taken only once whole and those after it stay for
+ * the relay), and waits for more, refuses, or passes the client on.
+ * Watched edge-triggered: bytes that stay queued do not wake us again. */
+static void proxy_wait_handle(struct epoll_event_handler *self, uint32_t events)
+{
+    struct proxy_wait *w = self->closure;
+    unsigned char data[PROXY_HEADER_MAX];
+    struct proxy_header h;
+    ssize_t n;
+
+    (void)events;
+    do
+        n = recv(self->fd, data, sizeof data, MSG_PEEK);
+    while (n == -1 && errno == EINTR);
+    if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        proxy_refuse(w, n == 0 ? "closed before a whole header" : "reset before a whole header");
+        return;
+    }
+    switch (proxy_parse(data, (size_t)n, &h)) {
+    case PROXY_MORE:
+        return;
+    case PROXY_ERROR:
+        proxy_refuse(w, h.error);
+        return;
+    case PROXY_DONE:
+        proxy_pass(w, &h);
+        return;
+    }
+}
+
+/* A client of a listener with proxy_protocol: waits for its header
+ * (within header_timeout), unless trusted_proxies is set and the peer is
+ * not among them. Takes charge of fd in every case. */
+static void proxy_wait_start(struct listener *listener, int fd, const struct sockaddr_storage *peer,
+                             socklen_t peer_length, const struct config *config)
+{
+    struct proxy_wait *w;
+
+    if (config->trusted_proxy_count > 0 &&
+        !cidr_match_any(config->trusted_proxies, config->trusted_proxy_count, peer)) {
+        proxy_report(peer, "not in trusted_proxies");
+        if (close(fd) == -1)
+            log_errno("close (a PROXY protocol client)");
+        return;
+    }
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        log_msg("out of memory accepting a client");
+        if (close(fd) == -1)
+            log_errno("close (a client we had no room for)");
+        return;
+    }
+    w->handler = (struct epoll_event_handler){ fd, proxy_wait_handle, w };
+    w->listener = listener;
+    w->peer = *peer;
+    w->peer_length = peer_length;
+    timer_init(&w->deadline, proxy_wait_expired, w);
+    if (timer_arm(&w->deadline, reactor_now() + config->timeouts.header) == -1 ||
+        reactor_add(&w->handler, EPOLLIN | EPOLLRDHUP | EPOLLET) == -1) {
+        log_errno("waiting for a PROXY protocol header");
+        timer_disarm(&w->deadline);
+        if (close(fd) == -1)
+            log_errno("close (a client we had no room for)");
+        free(w);
+        return;
+    }
+    w->next = listener->waiting;
+    if (w->next != NULL)
+        w->next->prev = w;
+    listener->waiting = w;
+}
+
 /* Writes the port of the socket's own end as text: for a listening
  * socket, the port its clients connect to. Returns 0, or -1 with errno. */
 static int format_server_port(int fd, char *out, size_t size)
@@ -249,6 +449,13 @@ static void listener_handle(struct epoll_event_handler *self, uint32_t events)
         take_turns(listener);
         if (net_set_nodelay(client_fd) == -1)
             log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
+        /* Asked of the generation at each accept, so a reload that turns
+         * it on or off applies to the next client. */
+        struct config *config = generation_current();
+        if (listener->tls ? config->tls.proxy_protocol : config->proxy_protocol) {
+            proxy_wait_start(listener, client_fd, &address, length, config);
+            continue;
+        }
         if (relay_start(client_fd, (struct sockaddr *)&address, length, listener->port,
                         generation_current(), listener->relays, listener->tls) == -1 &&
             close(client_fd) == -1)
@@ -297,6 +504,8 @@ int listener_socket(const struct listener *listener)
 
 void listener_stop(struct listener *listener)
 {
+    while (listener->waiting != NULL)
+        proxy_wait_end(listener->waiting, false);
     timer_disarm(&listener->resume);
     if (!listener->paused && reactor_remove(&listener->handler) == -1)
         log_errno("epoll_ctl(DEL) listener");

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "access_log.h"
+#include "cidr.h"
 #include "config_read.h"
 #include "config_settings.h"
 #include "mime.h"
@@ -23,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* listen = 8000 | "8000" | "ADDRESS:PORT" */
+/* listen = 8000 | "8000" | "ADDRESS:PORT" | { address = ..., proxy_protocol = true } */
 static int read_listen(lua_State *L, const char *path, struct config *config)
 {
     int rc = -1;
@@ -38,8 +39,51 @@ static int read_listen(lua_State *L, const char *path, struct config *config)
             config_error(path, "setting 'listen' is missing");
         lua_pop(L, 1);
     } else {
-        rc = config_read_address(L, path, "listen", &config->listen_host, config->listen_port);
+        rc = config_read_listen(L, path, "listen", &config->listen_host, config->listen_port,
+                                &config->proxy_protocol);
     }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* trusted_proxies = { "10.0.0.0/8", "::1", ... }: the load balancers
+ * whose PROXY header and X-Forwarded-For are believed (cidr.h). */
+static int read_trusted_proxies(lua_State *L, const char *path, struct config *config)
+{
+    size_t count;
+    int rc = 0;
+
+    config_global(L, "trusted_proxies");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_type(L, -1) != LUA_TTABLE || (count = lua_objlen(L, -1)) == 0) {
+        config_error(path, "setting 'trusted_proxies' must be a list of addresses or prefixes "
+                           "(\"10.0.0.0/8\")");
+        lua_pop(L, 1);
+        return -1;
+    }
+    config->trusted_proxies = calloc(count, sizeof *config->trusted_proxies);
+    if (config->trusted_proxies == NULL) {
+        config_error(path, "out of memory");
+        lua_pop(L, 1);
+        return -1;
+    }
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        lua_rawgeti(L, -1, (int)i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_objlen(L, -1) ||
+            cidr_parse(lua_tostring(L, -1), &config->trusted_proxies[i]) == -1) {
+            config_error(path, "setting 'trusted_proxies': entry %zu must be an address or a prefix "
+                               "(\"10.0.0.0/8\", \"::1\"), not %s%.100s%s", i + 1,
+                         lua_type(L, -1) == LUA_TSTRING ? "\"" : "a ",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                         lua_type(L, -1) == LUA_TSTRING ? "\"" : "");
+            rc = -1;
+        }
+        lua_pop(L, 1);
+    }
+    config->trusted_proxy_count = rc == 0 ? count : 0;
     lua_pop(L, 1);
     return rc;
 }
@@ -229,7 +273,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
     }
 
     if (run_script(L, path, text, length) == 0 &&
-        read_listen(L, path, config) == 0 &&
+        read_listen(L, path, config) == 0 && read_trusted_proxies(L, path, config) == 0 &&
         config_read_settings(L, path, config) == 0 &&
         check_settings(path, config) == 0 &&
         config_read_health(L, path, LUA_GLOBALSINDEX, "health_check", &config_health_defaults,
@@ -295,6 +339,9 @@ void config_free(struct config *config)
     route_hook_free(&config->route);
     free(config->listen_host);
     config->listen_host = NULL;
+    free(config->trusted_proxies);
+    config->trusted_proxies = NULL;
+    config->trusted_proxy_count = 0;
     free(config->scaling.status_host);
     config->scaling.status_host = NULL;
     config_free_tls(&config->tls);

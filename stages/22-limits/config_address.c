@@ -1,10 +1,12 @@
 /* config_address.c -- reading an address setting: a port, or
- * "ADDRESS:PORT" (listen, tls.listen). */
+ * "ADDRESS:PORT" (listen, tls.listen), or for a listener the table
+ * { address = ..., proxy_protocol = true }. */
 #include "config_read.h"
 
 #include "net.h"
 
 #include <lauxlib.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,4 +50,36 @@ int config_read_address(lua_State *L, const char *path, const char *setting, cha
         return 0;
     }
     return -1;
+}
+
+int config_read_listen(lua_State *L, const char *path, const char *setting, char **host, char port[6],
+                       bool *proxy_protocol)
+{
+    static const char *const fields[] = { "address", "proxy_protocol", NULL };
+    char name[64];
+    int t = lua_gettop(L), rc = -1;
+
+    *proxy_protocol = false;
+    *host = NULL;
+    if (lua_type(L, t) != LUA_TTABLE)
+        return config_read_address(L, path, setting, host, port);
+    if (config_check_fields(L, path, setting, fields) == -1)
+        return -1;
+    snprintf(name, sizeof name, "%s.proxy_protocol", setting);
+    config_field(L, t, "proxy_protocol");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
+        config_error(path, "setting '%s' must be true or false, not a %s", name, luaL_typename(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    *proxy_protocol = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    snprintf(name, sizeof name, "%s.address", setting);
+    config_field(L, t, "address");
+    if (lua_isnil(L, -1))
+        config_error(path, "setting '%s' is missing (a port or \"ADDRESS:PORT\")", name);
+    else
+        rc = config_read_address(L, path, name, host, port);
+    lua_pop(L, 1);
+    return rc;
 }

@@ -37,6 +37,14 @@ int config_split_host_port(const char *text, char *host, size_t host_size, const
 int config_read_address(lua_State *L, const char *path, const char *setting, char **host,
                         char port[6]);
 
+/* Reads a listener's setting on top of the stack (not nil): an address
+ * as config_read_address reads it, or the table { address = ADDRESS,
+ * proxy_protocol = BOOLEAN } (*proxy_protocol: its clients come through a
+ * load balancer that sends the PROXY protocol's header first). Returns 0,
+ * or -1 after naming `setting` (config_address.c). */
+int config_read_listen(lua_State *L, const char *path, const char *setting, char **host, char port[6],
+                       bool *proxy_protocol);
+
 /* The backends settings (config_pools.c). Each reads its globals, fills
  * config and returns 0, or prints what is wrong and returns -1. Pools come
  * before sites, which may name them. */

@@ -111,6 +111,7 @@ const struct setting config_settings[] = {
     OWN("limit_req"),
     COUNT("limit_conn", limit_conn, 0, 0, 1e6),
     OWN("allow"), OWN("deny"), OWN("basic_auth"),
+    OWN("trusted_proxies"),
 };
 
 const size_t config_setting_count = sizeof config_settings / sizeof config_settings[0];

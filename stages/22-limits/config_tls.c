@@ -173,7 +173,7 @@ static int read_tls_listen(lua_State *L, const char *path, int tls, struct confi
         config_error(path, "setting 'tls.listen' is missing (the HTTPS port: 443, or \"ADDRESS:443\")");
         rc = -1;
     } else {
-        rc = config_read_address(L, path, "tls.listen", &s->listen_host, s->listen_port);
+        rc = config_read_listen(L, path, "tls.listen", &s->listen_host, s->listen_port, &s->proxy_protocol);
     }
     lua_pop(L, 1);
     if (rc == 0 && overlap(s->listen_host, s->listen_port, c->listen_host, c->listen_port)) {
