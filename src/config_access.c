@@ -38,7 +38,7 @@ static int read_rules(lua_State *L, const char *path, const char *setting, bool 
         struct access_rule *r = &a->rules[a->rule_count];
 
         lua_rawgeti(L, -1, (int)i);
-        if (lua_type(L, -1) != LUA_TSTRING || access_rule_parse(lua_tostring(L, -1), r) == -1) {
+        if (lua_type(L, -1) != LUA_TSTRING || cidr_parse(lua_tostring(L, -1), &r->prefix) == -1) {
             config_error(path, "setting '%s'[%zu] must be \"all\", an address or a CIDR prefix "
                                "like \"10.0.0.0/8\" or \"2001:db8::/32\"", setting, i);
             lua_pop(L, 1);

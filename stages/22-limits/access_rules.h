@@ -6,15 +6,16 @@
 #ifndef RSP_ACCESS_RULES_H
 #define RSP_ACCESS_RULES_H
 
+#include "cidr.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* One allow or deny entry. IPv4 is kept as IPv4-mapped IPv6
- * (::ffff:a.b.c.d, the prefix 96 more), so one comparison serves both. */
+/* One allow or deny entry: its prefix (cidr.h: "all", an address or
+ * ADDRESS/BITS). */
 struct access_rule {
-    uint8_t address[16];
-    unsigned prefix;            /* 0..128 bits */
+    struct cidr prefix;
     bool allow;
 };
 
@@ -46,18 +47,11 @@ struct access_settings {
     bool max_body_set;
 };
 
-/* Parses "all", an address or ADDRESS/PREFIX (IPv4 or IPv6) into *rule
- * (its allow flag untouched). Returns 0, or -1 if text is none of those. */
-int access_rule_parse(const char *text, struct access_rule *rule);
-
-/* Reads a textual address (as relay's client_address) into 16 bytes, an
- * IPv4 one (or IPv4-mapped IPv6) as ::ffff:a.b.c.d. Returns 0, or -1. */
-int access_address(const char *text, uint8_t out[16]);
-
-/* True if rules let address in: the longest matching prefix decides, a
- * tie goes to deny; nothing matches: in, unless some rule allows. */
-bool access_rules_allow(const struct access_rule *rules, size_t count, bool has_allow,
-                        const uint8_t address[16]);
+/* True if rules let the address (cidr_address's family and bytes) in:
+ * the longest matching prefix decides, a tie goes to deny; nothing
+ * matches: in, unless some rule allows. */
+bool access_rules_allow(const struct access_rule *rules, size_t count, bool has_allow, int family,
+                        const unsigned char address[16]);
 
 /* Frees what a holds and empties it. */
 void access_settings_free(struct access_settings *a);

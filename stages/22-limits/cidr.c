@@ -16,6 +16,35 @@ static bool tail_zero(const unsigned char *a, unsigned bits)
     return true;
 }
 
+/* An IPv4-mapped IPv6 address (family AF_INET6, a[0..16)) becomes the
+ * IPv4 address it is, in place; `bits`, if not NULL, its prefix length
+ * (a prefix shorter than the mapping's 96 bits stays IPv6). */
+static void unmap(int *family, unsigned char a[16], unsigned *bits)
+{
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+    if (*family != AF_INET6 || memcmp(a, mapped, sizeof mapped) != 0 || (bits != NULL && *bits < 96))
+        return;
+    memmove(a, a + 12, 4);
+    memset(a + 4, 0, 12);
+    *family = AF_INET;
+    if (bits != NULL)
+        *bits -= 96;
+}
+
+int cidr_address(const char *text, int *family, unsigned char out[16])
+{
+    memset(out, 0, 16);
+    if (inet_pton(AF_INET, text, out) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, text, out) == 1)
+        *family = AF_INET6;
+    else
+        return -1;
+    unmap(family, out, NULL);
+    return 0;
+}
+
 int cidr_parse(const char *text, struct cidr *out)
 {
     char address[INET6_ADDRSTRLEN];
@@ -24,6 +53,10 @@ int cidr_parse(const char *text, struct cidr *out)
     unsigned max;
 
     memset(out, 0, sizeof *out);
+    if (strcmp(text, "all") == 0) {
+        out->family = AF_UNSPEC;
+        return 0;
+    }
     if (length == 0 || length >= sizeof address)
         return -1;
     memcpy(address, text, length);
@@ -51,7 +84,10 @@ int cidr_parse(const char *text, struct cidr *out)
             return -1;
         out->bits = (unsigned)bits;
     }
-    return tail_zero(out->address, out->bits) ? 0 : -1;
+    if (!tail_zero(out->address, out->bits))
+        return -1;
+    unmap(&out->family, out->address, &out->bits);
+    return 0;
 }
 
 bool cidr_contains(const struct cidr *prefix, int family, const void *raw)
@@ -59,6 +95,8 @@ bool cidr_contains(const struct cidr *prefix, int family, const void *raw)
     const unsigned char *a = raw;
     unsigned whole = prefix->bits / 8, rest = prefix->bits % 8;
 
+    if (prefix->family == AF_UNSPEC)
+        return true; /* "all" */
     if (family != prefix->family)
         return false;
     if (memcmp(a, prefix->address, whole) != 0)
@@ -75,10 +113,12 @@ bool cidr_match(const struct cidr *prefix, const struct sockaddr_storage *addres
         return cidr_contains(prefix, AF_INET, &((const struct sockaddr_in *)address)->sin_addr);
     if (address->ss_family != AF_INET6)
         return false;
-    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)address)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(a6))
-        return cidr_contains(prefix, AF_INET, &a6->s6_addr[12]);
-    return cidr_contains(prefix, AF_INET6, a6);
+    unsigned char a[16];
+    int family = AF_INET6;
+
+    memcpy(a, &((const struct sockaddr_in6 *)address)->sin6_addr, sizeof a);
+    unmap(&family, a, NULL);
+    return cidr_contains(prefix, family, a);
 }
 
 bool cidr_match_any(const struct cidr *prefixes, size_t count, const struct sockaddr_storage *address)

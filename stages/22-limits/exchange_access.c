@@ -58,15 +58,16 @@ static uint64_t max_body_for(const struct relay *relay)
 static bool address_allowed(const struct relay *relay)
 {
     const struct access_settings *a = rules_for(relay);
-    uint8_t address[16];
+    unsigned char address[16];
+    int family;
 
     if (a->rule_count == 0)
         return true;
     /* An address we cannot read matches only "all"-like rules: refused
      * when anything is allowed selectively. */
-    if (access_address(relay->client_address, address) == -1)
+    if (cidr_address(relay->client_address, &family, address) == -1)
         return !a->has_allow;
-    return access_rules_allow(a->rules, a->rule_count, a->has_allow, address);
+    return access_rules_allow(a->rules, a->rule_count, a->has_allow, family, address);
 }
 
 /* The limit_req that applies to relay's request: the site's, else the

@@ -12,6 +12,7 @@
 #include "reactor.h"
 #include "relay.h"
 #include "reply.h"
+#include "stats.h"
 #include "timer.h"
 
 #include <arpa/inet.h>
@@ -236,13 +237,15 @@ static void peer_text(const struct sockaddr_storage *peer, char *out, size_t siz
         snprintf(out, size, "unknown");
 }
 
-/* Logs why a client of a proxy_protocol listener was closed: one line a
- * second at most, saying how many others were since the last one. */
+/* Counts a client of a proxy_protocol listener closed (status.json's
+ * refused.proxy_protocol) and logs why: one line a second at most, saying
+ * how many others were since the last one. */
 static void proxy_report(const struct sockaddr_storage *peer, const char *why)
 {
     char text[INET6_ADDRSTRLEN];
     double now = clock_now();
 
+    stats_count_refused(NULL, REFUSED_PROXY_PROTOCOL);
     if (now - proxy_reported_at < PROXY_REPORT_INTERVAL) {
         proxy_unreported++;
         return;
