@@ -285,6 +285,7 @@ def test_limit_req_logged_at_most_once_a_second(start, app):
     wait_refused(proxy, limit_req=10)
     lines = log_lines(proxy, "limit_req: 127.0.0.2 over")
     assert lines, f"no limit_req line for 127.0.0.2\n{proxy.stderr()}"
+    assert all("(burst 1): 429" in line for line in lines), f"not the spec's line: {lines}"
     assert len(lines) < 10, f"a line per refusal, not one a second: {lines}"
 
 
