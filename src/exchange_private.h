@@ -71,8 +71,8 @@ void exchange_serve_file(struct relay *relay);
  * may go on; false when it was answered. */
 bool exchange_admit(struct relay *relay);
 
-/* A request failed basic_auth: counted, and a limit_req token of the
- * request's level taken for it (when limit_req applies). */
+/* A request failed basic_auth: counted (its limit_req token, when
+ * limit_req applies, was taken before basic_auth was asked). */
 void exchange_auth_failed(struct relay *relay);
 
 /* access_log_capture.c */

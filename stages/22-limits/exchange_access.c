@@ -104,14 +104,9 @@ static bool over_rate(struct relay *relay)
 
 void exchange_auth_failed(struct relay *relay)
 {
-    const struct limit_req_settings *l = limit_req_for(relay);
-    struct limit_key key;
-
+    /* Its limit_req token was taken by over_rate, as every request's is:
+     * a guesser gets no more attempts than its rate allows requests. */
     stats_count_refused(relay->x->site, REFUSED_AUTH);
-    /* A wrong password costs a second token of the request's budget: a
-     * guesser gets half the attempts its rate would give requests. */
-    if (l->rate > 0 && relay_client_key(relay, l->level, &key) == 0)
-        (void)limit_take(&key, l->rate, l->burst, limit_now());
 }
 
 /* True if the request carries credentials auth accepts. */
