@@ -30,6 +30,10 @@ int cidr_address(const char *text, int *family, unsigned char out[16]);
  * bytes in network order) is within prefix. */
 bool cidr_contains(const struct cidr *prefix, int family, const void *raw);
 
+/* True if the address (as cidr_contains takes it) is within one of the
+ * count prefixes. */
+bool cidr_contains_any(const struct cidr *prefixes, size_t count, int family, const void *raw);
+
 /* True if the socket address is within prefix (a v4-mapped IPv6 address
  * as its IPv4 one; other families never). */
 bool cidr_match(const struct cidr *prefix, const struct sockaddr_storage *address);

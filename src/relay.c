@@ -110,7 +110,7 @@ static void relay_release(struct reactor_deferred *deferred)
 
 int relay_client_key(const struct relay *relay, uint32_t level, struct limit_key *key)
 {
-    return limit_key_of(relay->client_address, level, key);
+    return limit_key_of(exchange_client(relay), level, key);
 }
 
 /* limit_conn: counts the new connection relay under its client's address;

@@ -112,6 +112,8 @@ struct exchange {
     struct request_info info;        /* its spans are valid while request is */
     int minor_version;               /* the client's HTTP/1.x */
     bool head_method;                /* a HEAD request: answers carry no body */
+    char client_address[INET6_ADDRSTRLEN]; /* the request's client (exchange_find_client);
+                                              "" until its head is read */
     bool request_complete;           /* every byte of the request was read */
     bool client_keep_alive;          /* the client asked to keep the connection */
     bool upgrade;                    /* the request asks for an upgrade (WebSocket) */
@@ -261,6 +263,11 @@ void exchange_fail_request(struct relay *relay, int status);
  * NULL) in the answer, and the connection closed after it if `close`:
  * rsp refusing a client (chapter 22: 429, ...). */
 void exchange_refuse(struct relay *relay, int status, const char *headers, bool close);
+
+/* The request's client as text (x->client_address once set, else the
+ * connection's): what X-Forwarded-For, route, the access log, limits and
+ * allow/deny see. */
+const char *exchange_client(const struct relay *relay);
 
 /* The key of relay's client in limit.h's table at `level`: the one place
  * the client's address becomes limit.h's binary form. Returns 0, or -1 if

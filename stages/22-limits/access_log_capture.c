@@ -110,7 +110,7 @@ void access_log_exchange(struct relay *relay)
             fields += length;
     }
     e = (struct access_entry){
-        .client = relay->client_address,
+        .client = exchange_client(relay),
         .host = text[3],
         .port = relay->server_port,
         .request = text[0],

@@ -107,6 +107,14 @@ bool cidr_contains(const struct cidr *prefix, int family, const void *raw)
     return (a[whole] & mask) == prefix->address[whole];
 }
 
+bool cidr_contains_any(const struct cidr *prefixes, size_t count, int family, const void *raw)
+{
+    for (size_t i = 0; i < count; i++)
+        if (cidr_contains(&prefixes[i], family, raw))
+            return true;
+    return false;
+}
+
 bool cidr_match(const struct cidr *prefix, const struct sockaddr_storage *address)
 {
     if (address->ss_family == AF_INET)

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The allow/deny rules that apply: the site's, else the pool's, else the
  * top level's (which may have none). */
@@ -54,6 +55,81 @@ static uint64_t max_body_for(const struct relay *relay)
     return relay->config->buffering.max_body;
 }
 
+const char *exchange_client(const struct relay *relay)
+{
+    return relay->x->client_address[0] != '\0' ? relay->x->client_address : relay->client_address;
+}
+
+/* True if the address in text[0..length) (surrounding spaces and tabs
+ * allowed) is one of trusted_proxies; *valid false if it is no address. */
+static bool trusted(const struct config *config, const char *text, size_t length, bool *valid,
+                    char out[INET6_ADDRSTRLEN])
+{
+    unsigned char raw[16];
+    int family;
+
+    while (length > 0 && (text[0] == ' ' || text[0] == '\t'))
+        text++, length--;
+    while (length > 0 && (text[length - 1] == ' ' || text[length - 1] == '\t'))
+        length--;
+    *valid = length > 0 && length < INET6_ADDRSTRLEN;
+    if (!*valid)
+        return false;
+    memcpy(out, text, length);
+    out[length] = '\0';
+    *valid = cidr_address(out, &family, raw) == 0;
+    return *valid && cidr_contains_any(config->trusted_proxies, config->trusted_proxy_count, family, raw);
+}
+
+/* The client X-Forwarded-For names into out: its values, in header order,
+ * read as one comma-separated list from the right, the first address not
+ * in trusted_proxies (all in it: the left-most). False if an address read
+ * is malformed, or there is none. */
+static bool forwarded_client(struct relay *relay, char out[INET6_ADDRSTRLEN])
+{
+    struct request_view view = relay_request_view(relay);
+    char address[INET6_ADDRSTRLEN];
+    bool found = false, valid;
+
+    for (size_t i = view.header_count; i-- > 0;) {
+        if (request_find_header(&view, "x-forwarded-for", i) != i)
+            continue;
+        const char *value = view.buf + view.headers[i].value.offset;
+        size_t end = view.headers[i].value.length, start;
+
+        for (;; end = start - 1) {
+            for (start = end; start > 0 && value[start - 1] != ','; start--)
+                ;
+            bool is_trusted = trusted(relay->config, value + start, end - start, &valid, address);
+            if (!valid)
+                return false;
+            memcpy(out, address, sizeof address);
+            found = true;
+            if (!is_trusted)
+                return true;
+            if (start == 0)
+                break;
+        }
+    }
+    return found;
+}
+
+void exchange_find_client(struct relay *relay)
+{
+    struct exchange *x = relay->x;
+    const struct config *config = relay->config;
+    char address[INET6_ADDRSTRLEN];
+    unsigned char raw[16];
+    int family;
+
+    memcpy(x->client_address, relay->client_address, sizeof x->client_address);
+    if (config->trusted_proxy_count == 0 || cidr_address(relay->client_address, &family, raw) == -1 ||
+        !cidr_contains_any(config->trusted_proxies, config->trusted_proxy_count, family, raw))
+        return;
+    if (forwarded_client(relay, address))
+        memcpy(x->client_address, address, sizeof x->client_address);
+}
+
 /* True if the client's address passes allow/deny. */
 static bool address_allowed(const struct relay *relay)
 {
@@ -65,7 +141,7 @@ static bool address_allowed(const struct relay *relay)
         return true;
     /* An address we cannot read matches only "all"-like rules: refused
      * when anything is allowed selectively. */
-    if (cidr_address(relay->client_address, &family, address) == -1)
+    if (cidr_address(exchange_client(relay), &family, address) == -1)
         return !a->has_allow;
     return access_rules_allow(a->rules, a->rule_count, a->has_allow, family, address);
 }
@@ -95,7 +171,7 @@ static bool over_rate(struct relay *relay)
         return false;
     if (v.log)
         log_msg("limit_req: %s over %g/s (burst %u): 429 (%" PRIu32 " refused since the last line)",
-                relay->client_address, l->rate, l->burst, v.refused);
+                exchange_client(relay), l->rate, l->burst, v.refused);
     stats_count_refused(relay->x->site, REFUSED_LIMIT_REQ);
     snprintf(retry, sizeof retry, "Retry-After: %u\r\n", v.retry_after);
     exchange_refuse(relay, 429, retry, false);

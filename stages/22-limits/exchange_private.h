@@ -71,6 +71,12 @@ void exchange_serve_file(struct relay *relay);
  * may go on; false when it was answered. */
 bool exchange_admit(struct relay *relay);
 
+/* Sets x->client_address from the head just read: the connection's client
+ * (the TCP peer, or the PROXY header's address), unless that is one of
+ * trusted_proxies: then the right-most X-Forwarded-For address not among
+ * them (all among them: the left-most; a malformed header: the peer). */
+void exchange_find_client(struct relay *relay);
+
 /* A request failed basic_auth: counted (its limit_req token, when
  * limit_req applies, was taken before basic_auth was asked). */
 void exchange_auth_failed(struct relay *relay);

@@ -185,7 +185,7 @@ static bool ask_route(struct relay *relay)
 {
     struct exchange *x = relay->x;
     struct request_view view = relay_request_view(relay);
-    struct route_request rq = { &view, &x->info, relay->client_address };
+    struct route_request rq = { &view, &x->info, exchange_client(relay) };
     struct buffer answer = BUFFER_INIT;
     struct pool *pool = NULL;
 
@@ -261,6 +261,7 @@ static void request_ready(struct relay *relay)
     const char *buf = view.buf;
     int status = request_check(&view, &relay->config->policy, &x->info);
 
+    exchange_find_client(relay);
     access_log_capture(relay);
     x->head_method = exchange_is_head_request(relay);
     /* The head is gone when the response starts: the coding is chosen now. */
@@ -376,7 +377,7 @@ static void send_request(struct relay *relay)
     struct request_view view = relay_request_view(relay);
 
     if (request_write_head(&view, &x->info, &relay->config->policy,
-                           relay->client_address, relay->server_port, relay->tls, keep_backend,
+                           exchange_client(relay), relay->server_port, relay->tls, keep_backend,
                            &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
