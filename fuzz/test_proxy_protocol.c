@@ -188,6 +188,11 @@ static void test_cidr(void)
     prefix("::1/128", true, "::1", "::2");
     prefix("2001:db8::/32", true, "2001:db8:ffff::1", "2001:db9::1");
     prefix("::/0", true, "2001:db8::1", "127.0.0.1");
+    prefix("all", true, "192.0.2.1", NULL);
+    prefix("all", true, "2001:db8::1", NULL);
+    /* An IPv4-mapped prefix is the IPv4 prefix it maps. */
+    prefix("::ffff:10.0.0.0/104", true, "10.1.2.3", "11.1.2.3");
+    prefix("::ffff:10.0.0.0/104", true, "::ffff:10.1.2.3", "2001:db8::1");
     prefix("10.1.0.0/8", false, NULL, NULL);
     prefix("10.0.0.0/33", false, NULL, NULL);
     prefix("10.0.0.0/", false, NULL, NULL);
