@@ -77,7 +77,7 @@ int config_read_listen(lua_State *L, const char *path, const char *setting, char
     snprintf(name, sizeof name, "%s.address", setting);
     config_field(L, t, "address");
     if (lua_isnil(L, -1))
-        config_error(path, "setting '%s' is missing (a port or \"ADDRESS:PORT\")", name);
+        config_error(path, "setting '%s' has no 'address' (a port or \"ADDRESS:PORT\")", setting);
     else
         rc = config_read_address(L, path, name, host, port);
     lua_pop(L, 1);
