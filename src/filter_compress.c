@@ -48,11 +48,13 @@ enum encoding filter_compress_accepted(const struct request_view *rq, unsigned a
     return chosen;
 }
 
-/* Whether the comma-separated list value holds token (case ignored). */
-static bool list_has(const char *value, const char *token)
+/* Counts the elements of the comma-separated list value that are token
+ * (case ignored) in *same, and the others in *other (empty ones aside). */
+static void list_tally(const char *value, const char *token, size_t *same, size_t *other)
 {
     size_t n = strlen(token);
 
+    *same = *other = 0;
     for (const char *p = value; *p != '\0';) {
         while (*p == ' ' || *p == '\t' || *p == ',')
             p++;
@@ -63,30 +65,29 @@ static bool list_has(const char *value, const char *token)
         while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
         if ((size_t)(end - start) == n && strncasecmp(start, token, n) == 0)
-            return true;
+            (*same)++;
+        else if (end > start)
+            (*other)++;
     }
-    return false;
+}
+
+/* Whether the comma-separated list value holds token (case ignored). */
+static bool list_has(const char *value, const char *token)
+{
+    size_t same, other;
+
+    list_tally(value, token, &same, &other);
+    return same > 0;
 }
 
 /* Whether the comma-separated list value holds nothing but token (case
  * ignored; empty elements aside). */
 static bool list_only(const char *value, const char *token)
 {
-    size_t n = strlen(token);
+    size_t same, other;
 
-    for (const char *p = value; *p != '\0';) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *start = p;
-        while (*p != '\0' && *p != ',')
-            p++;
-        const char *end = p;
-        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        if (end > start && !((size_t)(end - start) == n && strncasecmp(start, token, n) == 0))
-            return false;
-    }
-    return true;
+    list_tally(value, token, &same, &other);
+    return other == 0;
 }
 
 /* Whether any field called name holds token in its list. */
