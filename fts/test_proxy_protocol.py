@@ -184,29 +184,48 @@ def test_peer_outside_trusted_proxies_refused(start_proxy, tmp_path, backend):
 
 
 XFF_CASES = [
-    ("right-most untrusted", "10.0.0.5", [b"203.0.113.1, 10.0.0.9"], "203.0.113.1"),
-    ("two headers read as one list", "10.0.0.5", [b"198.51.100.1", b"203.0.113.2 ,10.0.0.9"], "203.0.113.2"),
-    ("all trusted: the left-most", "10.0.0.5", [b"10.0.0.1, 10.0.0.2"], "10.0.0.1"),
-    ("malformed: the peer", "10.0.0.5", [b"203.0.113.1, bogus"], "10.0.0.5"),
-    ("none: the peer", "10.0.0.5", [], "10.0.0.5"),
-    ("untrusted peer: not believed", "192.0.2.1", [b"203.0.113.1"], "192.0.2.1"),
+    # (name, peer, X-Forwarded-For sent, client believed, X-Forwarded-For passed on)
+    ("right-most untrusted", "10.0.0.5", [b"203.0.113.1, 10.0.0.9"], "203.0.113.1",
+     "203.0.113.1, 10.0.0.9, 10.0.0.5"),
+    ("two headers read as one list", "10.0.0.5", [b"198.51.100.1", b"203.0.113.2 ,10.0.0.9"], "203.0.113.2",
+     "198.51.100.1, 203.0.113.2 ,10.0.0.9, 10.0.0.5"),
+    ("all trusted: the left-most", "10.0.0.5", [b"10.0.0.1, 10.0.0.2"], "10.0.0.1",
+     "10.0.0.1, 10.0.0.2, 10.0.0.5"),
+    ("malformed: the peer", "10.0.0.5", [b"203.0.113.1, bogus"], "10.0.0.5", "203.0.113.1, bogus, 10.0.0.5"),
+    ("none: the peer", "10.0.0.5", [], "10.0.0.5", "10.0.0.5"),
+    ("untrusted peer: not believed, replaced", "192.0.2.1", [b"203.0.113.1"], "192.0.2.1", "192.0.2.1"),
 ]
 
 
 @pytest.mark.stage(22)
-@pytest.mark.parametrize("name,peer,xff,client", XFF_CASES, ids=[c[0] for c in XFF_CASES])
-def test_trusted_proxies_x_forwarded_for(start_proxy, tmp_path, backend, name, peer, xff, client):
+@pytest.mark.parametrize("name,peer,xff,client,passed_on", XFF_CASES, ids=[c[0] for c in XFF_CASES])
+def test_trusted_proxies_x_forwarded_for(start_proxy, tmp_path, backend, name, peer, xff, client, passed_on):
     """When the client (here the PROXY header's address) is in
     trusted_proxies, the client becomes the right-most X-Forwarded-For
     address not in it (all in it: the left-most; malformed: the peer stays):
-    X-Real-IP and the access log say so."""
+    X-Real-IP, Forwarded's for= and the access log say so. The backend's
+    X-Forwarded-For is the chain plus the peer, the hop rsp saw; a chain
+    from a peer outside trusted_proxies is replaced by the peer alone."""
     proxy = start(start_proxy, tmp_path, backend, extra='trusted_proxies = { "127.0.0.1/32", "10.0.0.0/8" }')
     extra = b"".join(b"X-Forwarded-For: " + v + b"\r\n" for v in xff)
     header = f"PROXY TCP4 {peer} 198.51.100.2 1 80\r\n".encode()
     seen = headers_of(send_then_read(proxy.port, header + echo_request(extra=extra)))
     assert seen["x-real-ip"] == [client], (name, seen)
+    assert seen["x-forwarded-for"] == [passed_on], (name, seen)
+    assert seen["forwarded"][0].startswith(f"for={client};"), (name, seen)
     lines = wait_lines(str(proxy.log), 1)
     assert lines[0].startswith(client + " "), (name, lines)
+
+
+@pytest.mark.stage(22)
+def test_without_trusted_proxies_chain_kept(start_proxy, tmp_path, backend):
+    """Without trusted_proxies rsp believes no X-Forwarded-For but passes
+    the chain on with the peer added, as every stage before did."""
+    proxy = start(start_proxy, tmp_path, backend)
+    header = b"PROXY TCP4 192.0.2.1 198.51.100.2 1 80\r\n"
+    seen = headers_of(send_then_read(proxy.port, header + echo_request(extra=b"X-Forwarded-For: 203.0.113.1\r\n")))
+    assert seen["x-real-ip"] == ["192.0.2.1"], seen
+    assert seen["x-forwarded-for"] == ["203.0.113.1, 192.0.2.1"], seen
 
 
 @pytest.mark.stage(22)

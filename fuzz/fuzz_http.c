@@ -447,7 +447,9 @@ static void check_sent_head(const struct http_request *req, const char *b,
 
     struct buffer out = BUFFER_INIT;
     struct request_view view = request_view_of(req, b);
-    CHECK(request_write_head(&view, info, &policy, "192.0.2.1", "8080", keep_backend, keep_backend,
+    /* keep_backend doubles as the chain's fate: both halves get exercised. */
+    struct request_origin origin = { "192.0.2.1", "198.51.100.7", keep_backend };
+    CHECK(request_write_head(&view, info, &policy, &origin, "8080", keep_backend, keep_backend,
                              &out) == 0,
           "request_write_head failed");
     size_t len = buffer_length(&out);

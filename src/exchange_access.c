@@ -123,9 +123,11 @@ void exchange_find_client(struct relay *relay)
     int family;
 
     memcpy(x->client_address, relay->client_address, sizeof x->client_address);
+    x->chain_believed = config->trusted_proxy_count == 0;
     if (config->trusted_proxy_count == 0 || cidr_address(relay->client_address, &family, raw) == -1 ||
         !cidr_contains_any(config->trusted_proxies, config->trusted_proxy_count, family, raw))
         return;
+    x->chain_believed = true;
     if (forwarded_client(relay, address))
         memcpy(x->client_address, address, sizeof x->client_address);
 }

@@ -375,10 +375,11 @@ static void send_request(struct relay *relay)
     size_t head_length = x->request->head_length, used = head_length;
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
     struct request_view view = relay_request_view(relay);
+    struct request_origin origin = { exchange_client(relay), relay->client_address,
+                                     x->chain_believed };
 
-    if (request_write_head(&view, &x->info, &relay->config->policy,
-                           exchange_client(relay), relay->server_port, relay->tls, keep_backend,
-                           &head) == -1) {
+    if (request_write_head(&view, &x->info, &relay->config->policy, &origin,
+                           relay->server_port, relay->tls, keep_backend, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         exchange_fail_request(relay, 502);

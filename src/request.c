@@ -392,7 +392,7 @@ static int append_forwarded(const struct request_info *info, const char *buf,
 }
 
 int request_write_head(const struct request_view *req, const struct request_info *info,
-                       const struct request_policy *policy, const char *client_address,
+                       const struct request_policy *policy, const struct request_origin *origin,
                        const char *server_port, bool https, bool keep_backend,
                        struct buffer *out)
 {
@@ -444,9 +444,11 @@ int request_write_head(const struct request_view *req, const struct request_info
     }
 
     /* X-Forwarded-For keeps the chain the client brought (it may have come
-     * through other proxies), in one header, and adds the address we saw. */
+     * through other proxies), in one header, and adds the address we saw;
+     * a chain from a peer trusted_proxies does not name is dropped. */
     rc |= append_text(out, "X-Forwarded-For: ");
-    for (size_t i = request_find_header(req, "x-forwarded-for", 0); i < req->header_count;
+    for (size_t i = request_find_header(req, "x-forwarded-for", 0);
+         origin->keep_chain && i < req->header_count;
          i = request_find_header(req, "x-forwarded-for", i + 1)) {
         const struct http_header *h = &req->headers[i];
         if (h->value.length > 0) {
@@ -454,9 +456,9 @@ int request_write_head(const struct request_view *req, const struct request_info
             rc |= append_text(out, ", ");
         }
     }
-    rc |= append_text(out, client_address);
+    rc |= append_text(out, origin->peer);
     rc |= append_text(out, "\r\nX-Real-IP: ");
-    rc |= append_text(out, client_address);
+    rc |= append_text(out, origin->client);
     rc |= append_text(out, https ? "\r\nX-Forwarded-Proto: https\r\n" : "\r\nX-Forwarded-Proto: http\r\n");
     rc |= append_text(out, "X-Forwarded-Port: ");
     rc |= append_text(out, server_port);
@@ -466,7 +468,7 @@ int request_write_head(const struct request_view *req, const struct request_info
         rc |= append_span(out, buf, info->host_header);
         rc |= append_text(out, "\r\n");
     }
-    rc |= append_forwarded(info, buf, client_address, https, out);
+    rc |= append_forwarded(info, buf, origin->client, https, out);
     if (info->upgrade.length > 0) {
         rc |= append_text(out, "Upgrade: ");
         rc |= append_span(out, buf, info->upgrade);

@@ -74,7 +74,8 @@ bool exchange_admit(struct relay *relay);
 /* Sets x->client_address from the head just read: the connection's client
  * (the TCP peer, or the PROXY header's address), unless that is one of
  * trusted_proxies: then the right-most X-Forwarded-For address not among
- * them (all among them: the left-most; a malformed header: the peer). */
+ * them (all among them: the left-most; a malformed header: the peer).
+ * Sets x->chain_believed: whether that X-Forwarded-For is passed on. */
 void exchange_find_client(struct relay *relay);
 
 /* A request failed basic_auth: counted (its limit_req token, when

@@ -114,6 +114,8 @@ struct exchange {
     bool head_method;                /* a HEAD request: answers carry no body */
     char client_address[INET6_ADDRSTRLEN]; /* the request's client (exchange_find_client);
                                               "" until its head is read */
+    bool chain_believed;             /* its X-Forwarded-For is passed on (trusted_proxies
+                                        unset, or the peer is in it) */
     bool request_complete;           /* every byte of the request was read */
     bool client_keep_alive;          /* the client asked to keep the connection */
     bool upgrade;                    /* the request asks for an upgrade (WebSocket) */

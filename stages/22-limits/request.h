@@ -96,16 +96,25 @@ void request_info_free(struct request_info *info);
 /* The Allow header rsp sends with its 405 (without the line end). */
 #define REQUEST_ALLOW_HEADER "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
+/* Who sent a request, for the headers that tell the backend. */
+struct request_origin {
+    const char *client;  /* the client as rsp believes it: X-Real-IP, Forwarded's for= */
+    const char *peer;    /* the address rsp saw (the TCP peer or the PROXY header's):
+                            the hop X-Forwarded-For gains */
+    bool keep_chain;     /* false: the X-Forwarded-For the peer sent is not believed
+                            and is replaced (trusted_proxies set, peer not in it) */
+};
+
 /* Appends to out the head to send to the backend, always as HTTP/1.1.
- * client_address is the client's IP address as text, server_port the
- * port it connected to (X-Forwarded-Port); https says the
- * client came over TLS (X-Forwarded-Proto, Forwarded proto). With keep_backend
- * false it asks the backend to close ("Connection: close"); an upgrade
- * request passes its Upgrade header on, with "Connection: upgrade".
- * Returns 0, or -1 if out of memory. */
+ * origin names the client and the peer (X-Forwarded-For, X-Real-IP,
+ * Forwarded), server_port the port it connected to (X-Forwarded-Port);
+ * https says the client came over TLS (X-Forwarded-Proto, Forwarded
+ * proto). With keep_backend false it asks the backend to close
+ * ("Connection: close"); an upgrade request passes its Upgrade header on,
+ * with "Connection: upgrade". Returns 0, or -1 if out of memory. */
 int request_write_head(const struct request_view *req, const struct request_info *info,
-                       const struct request_policy *policy, const char *client_address, const char *server_port, bool https,
-                       bool keep_backend,
+                       const struct request_policy *policy, const struct request_origin *origin,
+                       const char *server_port, bool https, bool keep_backend,
                        struct buffer *out);
 
 #endif
