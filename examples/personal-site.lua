@@ -37,3 +37,11 @@ idle_timeout     = 300   -- no byte either way for this long: close
 -- visitor meets it, two good answers bring it back. A site or pool can
 -- have its own health_check table, or health_check = false.
 health_check = { path = "/", interval = 2, timeout = 1, rise = 2, fall = 3 }
+
+-- One client address may send 20 requests at once and then 10 a second
+-- (more gets 429), and hold at most 100 connections; a request body may be
+-- up to 10 MiB (more gets 413). A site or pool can have its own limit_req
+-- and max_body_size, allow/deny lists and a basic_auth password file.
+limit_req = { rate = 10, burst = 20 }
+limit_conn = 100
+max_body_size = "10m"
