@@ -216,27 +216,6 @@ static void take_turns(struct listener *listener)
     }
 }
 
-/* Writes a peer's address as text (an IPv4 one that came as
- * ::ffff:a.b.c.d as a.b.c.d). */
-static void peer_text(const struct sockaddr_storage *peer, char *out, size_t size)
-{
-    const void *raw = NULL;
-    int family = peer->ss_family;
-
-    if (family == AF_INET) {
-        raw = &((const struct sockaddr_in *)peer)->sin_addr;
-    } else if (family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)peer)->sin6_addr;
-        raw = a6;
-        if (IN6_IS_ADDR_V4MAPPED(a6)) {
-            family = AF_INET;
-            raw = &a6->s6_addr[12];
-        }
-    }
-    if (raw == NULL || inet_ntop(family, raw, out, (socklen_t)size) == NULL)
-        snprintf(out, size, "unknown");
-}
-
 /* Counts a client of a proxy_protocol listener closed (status.json's
  * refused.proxy_protocol) and logs why: one line a second at most, saying
  * how many others were since the last one. */
@@ -250,7 +229,7 @@ static void proxy_report(const struct sockaddr_storage *peer, const char *why)
         proxy_unreported++;
         return;
     }
-    peer_text(peer, text, sizeof text);
+    net_address_text((const struct sockaddr *)peer, text, sizeof text);
     if (proxy_unreported > 0)
         log_msg("proxy_protocol: %s: %s (and %lu more closed since the last line)", text, why,
                 proxy_unreported);

@@ -5,9 +5,11 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -129,4 +131,23 @@ int net_set_nodelay(int fd)
     int one = 1;
 
     return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void net_address_text(const struct sockaddr *address, char *out, size_t size)
+{
+    const void *raw = NULL;
+    int family = address->sa_family;
+
+    if (family == AF_INET) {
+        raw = &((const struct sockaddr_in *)address)->sin_addr;
+    } else if (family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)address)->sin6_addr;
+        raw = a6;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            family = AF_INET;
+            raw = &a6->s6_addr[12];
+        }
+    }
+    if (raw == NULL || inet_ntop(family, raw, out, (socklen_t)size) == NULL)
+        snprintf(out, size, "unknown");
 }

@@ -4,6 +4,8 @@
 #define RSP_NET_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
 
 struct addrinfo;
 
@@ -34,5 +36,10 @@ int net_set_nodelay(int fd);
 /* After a connecting socket became writable: 0 if it is connected, or the
  * errno value of why the connect failed. */
 int net_connect_result(int fd);
+
+/* Writes address's IP as text into out (size bytes): an IPv4 client on a
+ * dual-stack socket shows up as ::ffff:a.b.c.d, which is written a.b.c.d;
+ * "unknown" if it is neither IPv4 nor IPv6. */
+void net_address_text(const struct sockaddr *address, char *out, size_t size);
 
 #endif

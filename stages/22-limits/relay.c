@@ -24,6 +24,7 @@
 
 #include "connection.h"
 #include "log.h"
+#include "net.h"
 #include "pipe_pool.h"
 #include "stats.h"
 #include "timer.h"
@@ -318,27 +319,6 @@ static void relay_handle(struct epoll_event_handler *self, uint32_t events)
     relay_settle_or_close(relay); /* relay may be closed: touch nothing after */
 }
 
-/* Writes the client's IP address as text; an IPv4 client on our dual-stack
- * socket shows up as ::ffff:a.b.c.d, which we write as a.b.c.d. */
-static void format_address(const struct sockaddr *address, char *out, size_t size)
-{
-    const void *raw = NULL;
-    int family = address->sa_family;
-
-    if (family == AF_INET) {
-        raw = &((const struct sockaddr_in *)address)->sin_addr;
-    } else if (family == AF_INET6) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)address)->sin6_addr;
-        raw = a6;
-        if (IN6_IS_ADDR_V4MAPPED(a6)) {
-            family = AF_INET;
-            raw = &a6->s6_addr[12];
-        }
-    }
-    if (raw == NULL || inet_ntop(family, raw, out, (socklen_t)size) == NULL)
-        snprintf(out, size, "unknown");
-}
-
 /* The client side of an HTTP/1 connection (struct client_ops): its
  * socket's queue. */
 
@@ -484,7 +464,7 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay->x = (struct exchange *)&exchange_idle;
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
-    format_address(address, relay->client_address, sizeof relay->client_address);
+    net_address_text(address, relay->client_address, sizeof relay->client_address);
     snprintf(relay->server_port, sizeof relay->server_port, "%s", server_port);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
     relay->client_ops = tls ? &http1_tls_client : &http1_client;
