@@ -263,6 +263,25 @@ class HTTPBackend:
         return f"<HTTPBackend {self.name} on {self.host}:{self.port}>"
 
 
+def swallower(got, timeout, closed=None):
+    """A RawBackend handler that reads a connection until the proxy closes
+    it (or `timeout` seconds pass without a byte), appending the length of
+    each read to the list got, then sets closed (a threading.Event) if
+    one is given."""
+
+    def swallow(conn, backend):
+        conn.settimeout(timeout)
+        try:
+            while piece := conn.recv(65536):
+                got.append(len(piece))
+        except OSError:
+            pass
+        if closed is not None:
+            closed.set()
+
+    return swallow
+
+
 class RawBackend:
     """A TCP server calling handle(conn, backend) in a thread for each
     connection, and closing the connection when it returns. Whatever each

@@ -41,6 +41,7 @@ import time
 
 import pytest
 
+from backends import swallower
 from checks import assert_config_error
 from client import Conn, Reader, connect, exchange, read_response, request, request_bytes
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
@@ -371,19 +372,7 @@ def test_streamed_chunked_body_growing_past_max_body_size(make_raw_backend, star
     once it passes 10000 bytes: the backend got no more than that, beyond
     what came with the head (the first read, up to 64 KiB)."""
     got = []
-
-    def swallow(conn, backend):
-        conn.settimeout(GUARD)
-        try:
-            while True:
-                piece = conn.recv(65536)
-                if not piece:
-                    break
-                got.append(len(piece))
-        except OSError:
-            pass
-
-    raw = make_raw_backend(swallow)
+    raw = make_raw_backend(swallower(got, GUARD))
     proxy = start_proxy(raw, request_buffering=False, max_body_size=10000)
     r = post(proxy.port, "/echo", [("Transfer-Encoding", "chunked")], chunked_body(pattern(300000)))
     assert r.status == 413, r

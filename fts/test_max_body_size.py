@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from backends import KeepAliveBackend
+from backends import KeepAliveBackend, swallower
 from client import Conn
 from files_util import WWW, h2_client, start_tls_proxy
 from netutil import wait_for
@@ -69,20 +69,7 @@ def test_streamed_chunked_body_aborted_at_the_site_limit(make_raw_backend, start
     300,000 bytes is cut off with 413; the backend's connection is closed
     (its request aborted) having had at most the limit and the first read."""
     got, closed = [], threading.Event()
-
-    def swallow(conn, backend):
-        conn.settimeout(GUARD)
-        try:
-            while True:
-                piece = conn.recv(65536)
-                if not piece:
-                    break
-                got.append(len(piece))
-        except OSError:
-            pass
-        closed.set()
-
-    raw = make_raw_backend(swallow)
+    raw = make_raw_backend(swallower(got, GUARD, closed))
     proxy = start_proxy(raw, request_buffering=False,
                         sites={"s.example": {"backends": [raw], "max_body_size": 10000}})
     r = post(proxy, "s.example", pattern(300000), chunked=True)
