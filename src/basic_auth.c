@@ -238,6 +238,10 @@ static bool credentials_match(const struct basic_auth *auth, char *text, size_t 
     for (size_t i = 0; i < auth->user_count; i++)
         if (strcmp(auth->users[i].name, text) == 0)
             return password_matches(&auth->users[i], colon + 1);
+    /* An unknown user costs a hash as a known one does, so the time of a
+     * 401 does not tell which names exist. */
+    if (auth->user_count > 0)
+        (void)password_matches(&auth->users[0], colon + 1);
     return false;
 }
 
