@@ -252,3 +252,57 @@ def test_tls_listener_reads_header_before_handshake(start_proxy, tmp_path, backe
         except ssl.SSLError:
             pass
     assert headers_of(raw)["x-real-ip"] == [client]
+
+
+def h2_after_header(monkeypatch, port, context, header):
+    """An h2client.H2Client to 127.0.0.1:port that sends `header` (the
+    PROXY header) on the TCP connection before its ClientHello: H2Client
+    makes its socket with h2client.tls_connect, replaced here for the
+    test."""
+    h2client = pytest.importorskip("h2client", reason="python3-h2 is not installed")
+
+    def connect_after_header(port, context, server_name=None, timeout=READ_TIMEOUT, rcvbuf=None):
+        sock = connect(port, timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(header)
+            return context.wrap_socket(sock, server_hostname=server_name)
+        except BaseException:
+            sock.close()
+            raise
+
+    monkeypatch.setattr(h2client, "tls_connect", connect_after_header)
+    return h2client.H2Client(port, context, "www.example.test")
+
+
+@pytest.mark.stage(22)
+@pytest.mark.parametrize("header,client", [(b"PROXY TCP4 192.0.2.44 198.51.100.2 5000 443\r\n", "192.0.2.44"),
+                                           (v2(1, socket.AF_INET, "198.51.100.45", 5001), "198.51.100.45"),
+                                           (v2(1, socket.AF_INET6, "2001:db8::46", 5002), "2001:db8::46")],
+                         ids=["v1", "v2", "v2 TCP6"])
+def test_http2_behind_the_header(start_proxy, tmp_path, backend, monkeypatch, header, client):
+    """HTTP/2 (ALPN h2) on a tls.listen with proxy_protocol: the header,
+    then TLS, then two streams on the one connection; the backend sees the
+    header's address in X-Real-IP and X-Forwarded-For for both, and both
+    access log lines begin with it."""
+    pytest.importorskip("h2", reason="python3-h2 is not installed")
+    from h2client import h2_context
+    ca = session_ca()
+    cert = ca.issue(tmp_path, "www", ["www.example.test"])
+    tls_port = free_port()
+    proxy = start(start_proxy, tmp_path, backend, tls={"port": tls_port, "cert": cert.cert, "key": cert.key})
+    wait_until_listening(tls_port, proxy.process, 10, what="rsp's TLS listener")
+    with h2_after_header(monkeypatch, tls_port, h2_context(ca), header) as c:
+        assert c.alpn == "h2"
+        streams = [c.request("GET", "/echo"), c.request("GET", "/echo?second")]
+        c.wait_all(streams)
+        for sid in streams:
+            s = c.streams[sid]
+            assert s.status == 200, c.describe()
+            seen = {}
+            for name, value in s.json()["headers"]:
+                seen.setdefault(name.lower(), []).append(value)
+            assert seen["x-real-ip"] == [client], (sid, seen)
+            assert seen["x-forwarded-for"] == [client], (sid, seen)
+    lines = wait_lines(str(proxy.log), 2)
+    assert all(line.startswith(client + " ") for line in lines), lines

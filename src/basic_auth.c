@@ -39,6 +39,36 @@ static bool accepted_hash(const char *hash)
            strncmp(hash, "$6$", 3) == 0 || strncmp(hash, "$y$", 3) == 0;
 }
 
+/* Whether hash, accepted_hash's kind, is whole: bcrypt's 60 characters,
+ * or for sha512crypt and yescrypt "$ID$[PARAMS$]SALT$HASH" with a hash
+ * after the last '$', in crypt(3)'s alphabet. A hash cut short (or one
+ * with a stray space) would refuse every password in silence. */
+static bool complete_hash(const char *hash)
+{
+    size_t dollars = 0;
+    const char *last = strrchr(hash, '$');
+
+    for (const char *c = hash; *c != '\0'; c++) {
+        if (*c == '$')
+            dollars++;
+        else if (strchr("./=,", *c) == NULL && !(*c >= '0' && *c <= '9') && !(*c >= 'a' && *c <= 'z') &&
+                 !(*c >= 'A' && *c <= 'Z'))
+            return false;
+    }
+    if (hash[1] == '2')
+        return strlen(hash) == 60 && dollars == 3;
+    return dollars >= 3 && last[1] != '\0';
+}
+
+/* Whether auth already has a user called name. */
+static bool has_user(const struct basic_auth *auth, const char *name, size_t name_length)
+{
+    for (size_t i = 0; i < auth->user_count; i++)
+        if (strlen(auth->users[i].name) == name_length && memcmp(auth->users[i].name, name, name_length) == 0)
+            return true;
+    return false;
+}
+
 /* Adds a user to auth. Returns 0, or -1 if out of memory. */
 static int add_user(struct basic_auth *auth, const char *name, size_t name_length, const char *hash)
 {
@@ -81,6 +111,17 @@ static int read_line(const char *config_path, const char *setting, struct basic_
                                   "bcrypt ($2b$, $2y$), sha512crypt ($6$) or yescrypt ($y$); "
                                   "plain, MD5 ($apr1$, $1$) and DES are refused",
                      setting, auth->users_path, number, (int)(colon - line), line);
+        return -1;
+    }
+    if (!complete_hash(colon + 1)) {
+        config_error(config_path, "setting '%s.users': %s line %u, user '%.*s': the hash is cut short "
+                                  "or has a character a crypt(3) hash does not",
+                     setting, auth->users_path, number, (int)(colon - line), line);
+        return -1;
+    }
+    if (has_user(auth, line, (size_t)(colon - line))) {
+        config_error(config_path, "setting '%s.users': %s line %u: user '%.*s' is there twice", setting,
+                     auth->users_path, number, (int)(colon - line), line);
         return -1;
     }
     if (add_user(auth, line, (size_t)(colon - line), colon + 1) == -1) {

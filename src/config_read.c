@@ -95,3 +95,27 @@ int config_check_fields(lua_State *L, const char *path, const char *setting,
     return 0;
 }
 
+
+int config_check_list(lua_State *L, const char *path, const char *setting)
+{
+    size_t length = lua_objlen(L, -1);
+
+    for (lua_pushnil(L); lua_next(L, -2) != 0; lua_pop(L, 1)) {
+        lua_Number n = lua_type(L, -2) == LUA_TNUMBER ? lua_tonumber(L, -2) : 0;
+
+        if (n >= 1 && n <= (lua_Number)length && n == (lua_Number)(size_t)n)
+            continue;
+        if (lua_type(L, -2) == LUA_TSTRING)
+            config_error(path, "setting '%s' must be a list, not have the field '%.100s'", setting,
+                         lua_tostring(L, -2));
+        else if (lua_type(L, -2) == LUA_TNUMBER)
+            config_error(path, "setting '%s' must be a list without gaps, not have the key %g", setting,
+                         n);
+        else
+            config_error(path, "setting '%s' must be a list, not have a %s key", setting,
+                         luaL_typename(L, -2));
+        lua_pop(L, 2);
+        return -1;
+    }
+    return 0;
+}

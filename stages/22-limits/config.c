@@ -58,9 +58,18 @@ static int read_trusted_proxies(lua_State *L, const char *path, struct config *c
         lua_pop(L, 1);
         return 0;
     }
-    if (lua_type(L, -1) != LUA_TTABLE || (count = lua_objlen(L, -1)) == 0) {
+    if (lua_type(L, -1) != LUA_TTABLE) {
         config_error(path, "setting 'trusted_proxies' must be a list of addresses or prefixes "
-                           "(\"10.0.0.0/8\")");
+                           "like { \"10.0.0.0/8\", \"::1\" }, not a %s", luaL_typename(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    if (config_check_list(L, path, "trusted_proxies") == -1) {
+        lua_pop(L, 1);
+        return -1;
+    }
+    if ((count = lua_objlen(L, -1)) == 0) {
+        config_error(path, "setting 'trusted_proxies' is an empty list");
         lua_pop(L, 1);
         return -1;
     }

@@ -23,6 +23,8 @@ static int read_rules(lua_State *L, const char *path, const char *setting, bool 
                            "not a %s", setting, luaL_typename(L, -1));
         return -1;
     }
+    if (config_check_list(L, path, setting) == -1)
+        return -1;
     count = lua_objlen(L, -1);
     if (count == 0) {
         config_error(path, "setting '%s' is an empty list", setting);
@@ -98,7 +100,8 @@ static int read_basic_auth(lua_State *L, const char *path, const char *setting,
         return -1;
     config_field(L, -1, "forward");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) {
-        config_error(path, "setting '%s.forward' must be true or false", setting);
+        config_error(path, "setting '%s.forward' must be true or false, not a %s", setting,
+                     luaL_typename(L, -1));
         lua_pop(L, 1);
         return -1;
     }

@@ -26,6 +26,12 @@ void config_field(lua_State *L, int t, const char *name);
 int config_check_fields(lua_State *L, const char *path, const char *setting,
                         const char *const known[]);
 
+/* Checks that the table on top of the stack is a list: every key a whole
+ * number from 1 to its length (an entry given a name, or left after a gap,
+ * would be ignored in silence). Returns 0, or -1 after naming `setting`
+ * and the stray key. */
+int config_check_list(lua_State *L, const char *path, const char *setting);
+
 /* Splits "HOST:PORT" or "[IPV6]:PORT" into host and port. Returns 0, or -1
  * if text does not have that shape (the port is checked separately). */
 int config_split_host_port(const char *text, char *host, size_t host_size, const char **port);
