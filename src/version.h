@@ -3,6 +3,6 @@
 #ifndef RSP_VERSION_H
 #define RSP_VERSION_H
 
-#define RSP_VERSION "0.22.0"
+#define RSP_VERSION "0.23.0"
 
 #endif
