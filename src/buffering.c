@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* O_TMPFILE, mkostemp */
 #include "buffering.h"
 
+#include "backend_protocol.h"
 #include "log.h"
 #include "stats.h"
 
@@ -263,7 +264,11 @@ void buffering_begin(struct relay *relay)
     const struct buffering *cfg = &relay->config->buffering;
     size_t head_length = x->request->head_length, extra;
 
-    if (!cfg->request || x->info.body.done || x->upgrade) {
+    /* A chunked body goes to a backend whose protocol does not pass it
+     * through as its bytes alone: read whole first, whatever the config. */
+    bool chunks_pass = !x->info.body.chunked || x->pool->protocol->passes_through;
+
+    if ((!cfg->request && chunks_pass) || x->info.body.done || x->upgrade) {
         exchange_connect(relay, 502);
         return;
     }
@@ -341,7 +346,8 @@ static void feed_backend(struct relay *relay)
         if (b->sent < in_memory) {
             len = in_memory - (size_t)b->sent;
             len = len < BUFFERING_PIECE ? len : BUFFERING_PIECE;
-            connection_write(c, buffer_bytes(&b->memory) + b->sent, len);
+            if (exchange_write_body(relay, buffer_bytes(&b->memory) + b->sent, len) == -1)
+                return;
         } else {
             uint64_t left = b->length - b->sent;
             len = left < BUFFERING_PIECE ? (size_t)left : BUFFERING_PIECE;
@@ -350,12 +356,16 @@ static void feed_backend(struct relay *relay)
                 exchange_fail_request(relay, 502);
                 return;
             }
-            connection_write(c, piece, len);
+            if (exchange_write_body(relay, piece, len) == -1)
+                return;
         }
         b->sent += len;
     }
-    if (b->sent == b->length && x->request_sent == 0)
+    if (b->sent == b->length && x->request_sent == 0) {
+        if (exchange_write_body_end(relay) == -1)
+            return;
         x->request_sent = reactor_now();
+    }
     /* Sent, or the backend stopped taking it: it closes (upstream.h). */
     if (b->finish && (b->sent == b->length || c->write_done)) {
         upstream_finish(x->upstream, relay->config->timeouts.body);

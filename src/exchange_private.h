@@ -1,7 +1,8 @@
 /* exchange_private.h -- what the files of an exchange share beyond
  * relay_private.h: exchange.c (its life, failing it, rsp's own answers),
- * exchange_request.c, exchange_response.c, exchange_file.c and
- * access_log_capture.c. Private to those files. */
+ * exchange_request.c, exchange_response.c, exchange_file.c,
+ * access_log_capture.c, and the backend protocols (backend_protocol.h).
+ * Private to those files. */
 #ifndef RSP_EXCHANGE_PRIVATE_H
 #define RSP_EXCHANGE_PRIVATE_H
 
@@ -46,6 +47,27 @@ double exchange_seconds(const struct exchange *x);
 
 /* The backend as the exchange's producer (exchange_connect sets it). */
 extern const struct producer_ops exchange_backend_producer;
+
+/* What a backend protocol hands back as it reads the backend's bytes
+ * (backend_protocol.h): */
+
+/* An interim (1xx, not 101) head, parsed into x->response from buf:
+ * passed on to the client if it knows them. Returns 0, or -1 if out of
+ * memory. */
+int exchange_backend_interim(struct relay *relay, const char *buf);
+
+/* The final head, parsed into x->response from buf, its body framed as
+ * `framing` says: the client gets our version of it. Returns 0, or 502 if
+ * it cannot be passed on (the exchange_backend_broken follows). */
+int exchange_backend_head(struct relay *relay, const char *buf, const struct response_info *framing);
+
+/* Bytes of the response body, as the backend framed them. */
+void exchange_backend_body(struct relay *relay, const char *data, size_t len);
+
+/* The backend's response cannot be passed on (`what` says why, for the
+ * log): a 502 if the client has not had a byte of it yet, and the backend
+ * connection is not reused. */
+void exchange_backend_broken(struct relay *relay, const char *what);
 
 /* exchange_request.c */
 

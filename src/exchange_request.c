@@ -3,12 +3,13 @@
  * routed (the config's route function, the plain port's own answers, or
  * the Host), a backend connection got (an idle one, or a connect, failing
  * over to the next address and backend), and the request sent on, head
- * then body, exactly as the client framed it. */
+ * then body, as the pool's protocol writes them (backend_protocol.h). */
 #include "exchange_private.h"
 
 #include "accept_encoding.h"
 #include "acme.h"
 #include "backend.h"
+#include "backend_protocol.h"
 #include "buffering.h"
 #include "connection.h"
 #include "filter_compress.h"
@@ -150,6 +151,48 @@ void exchange_connect(struct relay *relay, int status)
     }
 }
 
+/* Out of memory writing the request for the backend: 502. */
+static void request_unwritable(struct relay *relay)
+{
+    log_msg("out of memory writing a request");
+    exchange_fail_request(relay, 502);
+}
+
+int exchange_write_body(struct relay *relay, const char *data, size_t len)
+{
+    const struct backend_protocol *protocol = relay->x->pool->protocol;
+    struct buffer out = BUFFER_INIT;
+
+    /* Unchanged bytes need no copy. */
+    if (protocol->passes_through) {
+        connection_write(&relay->x->upstream->conn, data, len);
+        return 0;
+    }
+    if (protocol->request_body(data, len, &out) == -1) {
+        buffer_free(&out);
+        request_unwritable(relay);
+        return -1;
+    }
+    connection_write(&relay->x->upstream->conn, buffer_bytes(&out), buffer_length(&out));
+    buffer_free(&out);
+    return 0;
+}
+
+int exchange_write_body_end(struct relay *relay)
+{
+    struct buffer out = BUFFER_INIT;
+
+    if (relay->x->pool->protocol->request_end(&out) == -1) {
+        buffer_free(&out);
+        request_unwritable(relay);
+        return -1;
+    }
+    if (buffer_length(&out) > 0)
+        connection_write(&relay->x->upstream->conn, buffer_bytes(&out), buffer_length(&out));
+    buffer_free(&out);
+    return 0;
+}
+
 /* Passes body bytes to the backend, as far as the framing says the body
  * goes; what follows it is the client's next request. */
 static void forward_body(struct relay *relay, const char *data, size_t len)
@@ -169,9 +212,12 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
         exchange_fail_request(relay, 413);
         return;
     }
-    connection_write(&x->upstream->conn, data, (size_t)n);
+    if (exchange_write_body(relay, data, (size_t)n) == -1)
+        return;
     x->last_body_read = reactor_now();
     if (x->info.body.done) {
+        if (exchange_write_body_end(relay) == -1)
+            return;
         exchange_request_read(relay);
         if ((size_t)n < len && buffer_append(&relay->head, data + n, len - (size_t)n) == -1)
             relay->client_ops->fail(relay);
@@ -367,19 +413,16 @@ void exchange_consume_request(struct relay *relay, size_t used)
 }
 
 /* The backend connection is ready: send it our head, then whatever body
- * bytes came in with the head. */
+ * bytes came in with the head, as the pool's protocol writes them. */
 static void send_request(struct relay *relay)
 {
     struct exchange *x = relay->x;
+    const struct backend_protocol *protocol = x->pool->protocol;
     struct buffer head = BUFFER_INIT;
     size_t head_length = x->request->head_length, used = head_length;
     bool keep_backend = relay->config->keepalive.backend_idle > 0;
-    struct request_view view = relay_request_view(relay);
-    struct request_origin origin = { exchange_client(relay), relay->client_address,
-                                     x->chain_believed };
 
-    if (request_write_head(&view, &x->info, &relay->config->policy, &origin,
-                           relay->server_port, relay->tls, keep_backend, &head) == -1) {
+    if (protocol->request_head(relay, keep_backend, &head) == -1) {
         buffer_free(&head);
         log_msg("out of memory writing a request head");
         exchange_fail_request(relay, 502);
@@ -395,13 +438,17 @@ static void send_request(struct relay *relay)
             exchange_fail_request(relay, 400); /* invalid chunked framing */
             return;
         }
-        if (buffer_append(&head, rest, (size_t)n) == -1) {
+        if (protocol->request_body(rest, (size_t)n, &head) == -1) {
             buffer_free(&head);
-            log_msg("out of memory writing a request");
-            exchange_fail_request(relay, 502);
+            request_unwritable(relay);
             return;
         }
         used += (size_t)n;
+    }
+    if (x->info.body.done && x->body_buffer == NULL && protocol->request_end(&head) == -1) {
+        buffer_free(&head);
+        request_unwritable(relay);
+        return;
     }
     connection_write(&x->upstream->conn, head.data, buffer_length(&head));
     x->head_sent = reactor_now();

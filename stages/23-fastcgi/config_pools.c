@@ -3,6 +3,7 @@
  * balance rule. */
 #include "config.h"
 
+#include "backend_protocol.h"
 #include "config_read.h"
 #include "net.h"
 
@@ -51,10 +52,13 @@ static int read_backend(const char *path, const char *setting, int index, const 
     return 0;
 }
 
-/* Reads the list of "HOST:PORT" strings on top of the stack into pool. */
+/* Reads the list of "HOST:PORT" strings on top of the stack into pool,
+ * whose backends speak HTTP/1.1. */
 static int read_backend_list(lua_State *L, const char *path, const char *setting, struct pool *pool)
 {
     size_t count;
+
+    pool->protocol = &backend_http1;
 
     if (lua_type(L, -1) != LUA_TTABLE) {
         config_error(path, "setting '%s' must be a list of \"HOST:PORT\" strings, not a %s",

@@ -1,11 +1,14 @@
 /* exchange_response.c -- the response side of an exchange (exchange.c has
- * the phases): the backend's head parsed (interim 1xx heads passed on, the
- * next one read), our version of it sent to the client, then the body by
- * the framing the head gives, read and copied or spliced (chapter 16),
- * with the backpressure of chapter 04; and what the backend's end (its
- * close, or a failure) means for the response. */
+ * the phases): the backend's bytes read, and given to its protocol
+ * (backend_protocol.h), which hands back the head (interim 1xx heads
+ * passed on, the next one read) and the body; our version of the head
+ * sent to the client, then the body, copied, or spliced (chapter 16) when
+ * the protocol passes it through, with the backpressure of chapter 04;
+ * and what the backend's end (its close, or a failure) means for the
+ * response. */
 #include "exchange_private.h"
 
+#include "backend_protocol.h"
 #include "body.h"
 #include "buffering.h"
 #include "connection.h"
@@ -20,13 +23,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
-/* What a backend's response head may be: as large as a client's may, and
- * no line longer than that either (long Set-Cookie lines exist). */
-static const struct http_limits response_limits = { 65536, 65536 };
-
-/* The backend's response cannot be passed on: a 502 if the client has
- * not had a byte of it yet, and the backend connection is not reused. */
-static void bad_response(struct relay *relay, const char *what)
+void exchange_backend_broken(struct relay *relay, const char *what)
 {
     log_msg("backend %s: %s", relay->x->current->name, what);
     exchange_fail_request(relay, 502);
@@ -57,39 +54,17 @@ static void dechunked_data(void *context, const char *data, size_t len)
     to_filters(relay, data, len);
 }
 
-/* Bytes of the response body. */
-static void response_body(struct relay *relay, const char *data, size_t len)
+void exchange_backend_body(struct relay *relay, const char *data, size_t len)
 {
     struct exchange *x = relay->x;
-    ssize_t n;
 
-    if (x->framing == FRAMING_CLOSE) {
-        to_filters(relay, data, len);
-        return;
-    }
-    if (x->response_done) {
-        x->upstream_reusable = false; /* more than it announced: not to be trusted */
-        return;
-    }
-    n = body_frame(&x->response_body, data, len);
-    if (n == -1) {
-        log_msg("backend %s: malformed chunked response body; cut off", x->current->name);
-        x->upstream_reusable = false;
-        exchange_fail_request(relay, 502);
-        return;
-    }
     if (!x->dechunk && !x->replaced) /* a replaced answer's body is dropped */
-        to_filters(relay, data, (size_t)n);
-    if (x->response_body.done) {
-        if ((size_t)n < len)
-            x->upstream_reusable = false;
-        exchange_response_finished(relay);
-    }
+        to_filters(relay, data, len);
 }
 
 /* A 1xx other than 101: passed on to an HTTP/1.1 client, dropped for
  * HTTP/1.0 ones, which do not know them. */
-static int forward_interim(struct relay *relay, const char *buf)
+int exchange_backend_interim(struct relay *relay, const char *buf)
 {
     static const struct response_head_options interim = { false, false, false };
     struct response_head head;
@@ -104,20 +79,20 @@ static int forward_interim(struct relay *relay, const char *buf)
     return rc;
 }
 
-/* The final head is parsed: decide how the response ends and how the
- * client connection goes on, and send the client our version of it. */
-static int start_response(struct relay *relay, const char *buf)
+/* The final head is parsed: decide how the client connection goes on,
+ * and send the client our version of it. */
+int exchange_backend_head(struct relay *relay, const char *buf, const struct response_info *framing)
 {
     struct exchange *x = relay->x;
-    struct response_info info;
+    struct response_info info = *framing;
     struct response_head head;
     bool upgrading = x->response->status == 101;
     enum response_connection mode;
     int rc;
 
-    if (upgrading && !x->upgrade)
-        return 502; /* a 101 nobody asked for */
-    if (response_check(x->response, buf, x->head_method, &info) != 0)
+    /* A 101 nobody asked for, or from a backend whose protocol cannot
+     * carry a tunnel's bytes. */
+    if (upgrading && (!x->upgrade || !x->pool->protocol->passes_through))
         return 502;
     x->framing = info.framing;
     x->upstream_reusable = !info.backend_closes && !upgrading;
@@ -171,10 +146,7 @@ static int start_response(struct relay *relay, const char *buf)
     }
     x->response_started = true;
     x->status = x->response->status;
-    if (info.framing == FRAMING_LENGTH)
-        body_framer_init_length(&x->response_body, info.length);
-    else if (info.framing == FRAMING_CHUNKED)
-        body_framer_init_chunked(&x->response_body);
+    /* The body's framer is the protocol's, set up before this head. */
     if (x->dechunk) {
         x->response_body.on_data = dechunked_data;
         x->response_body.context = relay;
@@ -189,72 +161,6 @@ static int start_response(struct relay *relay, const char *buf)
         }
     }
     return 0;
-}
-
-/* Bytes of the response head arrived: parse on; pass on interim heads,
- * and begin the body after the final one. */
-static void response_head(struct relay *relay, const char *data, size_t len)
-{
-    struct exchange *x = relay->x;
-
-    if (buffer_append(&x->response_head, data, len) == -1) {
-        bad_response(relay, "out of memory reading a response head");
-        return;
-    }
-    for (;;) {
-        const char *buf = buffer_bytes(&x->response_head);
-        size_t have = buffer_length(&x->response_head), used;
-        int rc;
-
-        if (x->response == NULL) {
-            x->response = malloc(sizeof *x->response);
-            if (x->response == NULL) {
-                bad_response(relay, "out of memory reading a response head");
-                return;
-            }
-            http_request_init(x->response);
-        }
-        rc = http_parse_response(x->response, buf, have, &response_limits);
-        if (rc == HTTP_INCOMPLETE)
-            return;
-        if (rc != HTTP_DONE) {
-            bad_response(relay, "sent something that is not an HTTP/1.x response head");
-            return;
-        }
-        used = x->response->head_length;
-        if (x->response->status < 200 && x->response->status != 101) {
-            if (forward_interim(relay, buf) == -1) {
-                bad_response(relay, "out of memory passing on an interim response");
-                return;
-            }
-            free(x->response);
-            x->response = NULL;
-            buffer_consume(&x->response_head, used);
-            continue;
-        }
-        stats_observe(&x->current->stats->response_time, reactor_now() - x->head_sent);
-        if (start_response(relay, buf) != 0) {
-            bad_response(relay, "sent a response whose framing is broken (Content-Length or "
-                                "Transfer-Encoding)");
-            return;
-        }
-        free(x->response);
-        x->response = NULL;
-        /* The rest, if any, is the body: keep it from the buffer we free. */
-        struct buffer rest = x->response_head;
-        x->response_head = (struct buffer)BUFFER_INIT;
-        if (x->phase == PHASE_TUNNEL) {
-            exchange_to_client(relay, buffer_bytes(&rest) + used, have - used);
-        } else if (x->framing == FRAMING_NONE) {
-            if (have > used)
-                x->upstream_reusable = false; /* bytes after a response without a body */
-            exchange_response_finished(relay);
-        } else if (have > used) {
-            response_body(relay, buffer_bytes(&rest) + used, have - used);
-        }
-        buffer_free(&rest);
-        return;
-    }
 }
 
 /* True if the backend has not started the final response's head yet:
@@ -279,11 +185,11 @@ static void response_data(struct relay *relay, const char *data, size_t len)
          * one packet instead of two (chapter 16). */
         if (relay->client_ops->hold != NULL)
             relay->client_ops->hold(relay, true);
-        response_head(relay, data, len);
+        x->pool->protocol->response_data(relay, data, len);
         if (relay->client_ops->hold != NULL)
             relay->client_ops->hold(relay, false);
     } else {
-        response_body(relay, data, len);
+        x->pool->protocol->response_data(relay, data, len);
     }
 }
 
@@ -306,11 +212,11 @@ static void backend_finished(struct relay *relay, bool broken)
         x->tried = 0;
         exchange_connect(relay, 502);
     } else if (!x->response_began) {
-        bad_response(relay, "closed the connection without answering");
+        exchange_backend_broken(relay, "closed the connection without answering");
     } else if (x->phase == PHASE_TUNNEL) {
         relay->client_ops->end(relay);
     } else if (head_pending(x)) {
-        bad_response(relay, "closed the connection in the middle of a response head");
+        exchange_backend_broken(relay, "closed the connection in the middle of a response head");
     } else if (x->framing == FRAMING_CLOSE) {
         exchange_response_finished(relay); /* its end is the close */
     } else if (!x->response_done) {
@@ -323,7 +229,8 @@ static void backend_finished(struct relay *relay, bool broken)
 
 /* True when the next bytes from the backend may go to the client without
  * rsp looking at them, spliced (chapter 16): body bytes of a response
- * framed by its length or by the backend's close, after the head, for a
+ * framed by its length or by the backend's close, after the head, from a
+ * backend whose protocol passes the body through unchanged, for a
  * client whose transport splices (plain HTTP), with `splice` on. A chunked
  * body is read, to find its end; a TLS client's bytes must be encrypted
  * by us (its transport has no splice). */
@@ -332,7 +239,7 @@ static bool response_splices(const struct relay *relay)
     const struct exchange *x = relay->x;
 
     return relay->config->scaling.splice && relay->client_ops->splice_from != NULL &&
-           x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
+           x->pool->protocol->passes_through && x->response_started && !x->response_done && x->phase != PHASE_TUNNEL && !x->dechunk &&
            x->filters == NULL && !x->replaced &&
            buffering_may_splice(relay) &&
            (x->framing == FRAMING_CLOSE ||
@@ -355,7 +262,7 @@ static int response_splice(struct relay *relay, struct connection *backend)
     /* The last bytes of a body framed by its length are read, not
      * spliced: a read asks for more than is left, and so sees whatever
      * a backend sends after the end, which makes its connection unfit to
-     * carry another request (response_body). A splice of exactly what is
+     * carry another request (backend_http1.c). A splice of exactly what is
      * left would leave such bytes in the socket, to be taken for the
      * answer to the next request. */
     if (x->framing == FRAMING_LENGTH)

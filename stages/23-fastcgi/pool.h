@@ -15,6 +15,7 @@
  * has tried in a 64-bit mask. */
 #define POOL_MAX_BACKENDS 64
 
+struct backend_protocol;
 struct health_check;
 struct stats_backend;
 struct upstream;
@@ -60,6 +61,7 @@ struct pool {
     struct backend **backends;  /* held references */
     size_t count;
     enum balance balance;
+    const struct backend_protocol *protocol; /* what its backends speak (backend_protocol.h) */
     double down_time;           /* seconds a failed backend is skipped */
     size_t next;                /* where the next search starts: rotation */
     bool unreachable;           /* we answered 502: nothing could be reached */

@@ -307,6 +307,14 @@ bool exchange_attempt_failed(struct relay *relay, int error);
 
 /* Closes the backend connection, if any. */
 void exchange_release_backend(struct relay *relay);
+/* Writes body bytes of the request (as the client framed them: the
+ * body's bytes alone unless the pool's protocol passes them through) to
+ * the backend connection, as its protocol frames them. Returns 0, or -1
+ * when out of memory: the request was failed (502). */
+int exchange_write_body(struct relay *relay, const char *data, size_t len);
+/* The request body is all written: writes what ends it, as the pool's
+ * protocol wants. Returns 0, or -1 as exchange_write_body. */
+int exchange_write_body_end(struct relay *relay);
 
 /* Bytes of the response (or a tunnel) for the client, as they go out:
  * counted for the access log, then queued, or spooled while the client is
