@@ -12,15 +12,12 @@
 #include "body.h"
 #include "buffering.h"
 #include "connection.h"
-#include "http.h"
 #include "log.h"
 #include "response.h"
 #include "response_output.h"
-#include "stats.h"
 #include "upstream.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <sys/epoll.h>
 
 void exchange_backend_broken(struct relay *relay, const char *what)
