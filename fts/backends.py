@@ -758,14 +758,16 @@ class KeepAliveBackend:
     connection instead of being answered (after at least one byte of its
     body, if it has one, arrived): the backend side of the pooling race;
     each such drop sets the `dropped` event (drop_with_reset: the close
-    sends a RST)."""
+    sends a RST); unix_path=PATH listens on a Unix domain socket at PATH
+    instead of a TCP port (host and port are then None)."""
 
     IDLE_WAIT = 60.0   # s: a guard on waiting for the next request (stop() ends it)
 
     def __init__(self, name="keepalive", port=0, idle_close=None, max_requests_per_conn=None, drop_reused=(),
-                 drop_with_reset=False):
+                 drop_with_reset=False, unix_path=None):
         self.name = name
         self.host = LOOPBACK
+        self.unix_path = unix_path
         self.idle_close = idle_close
         self.max_requests_per_conn = max_requests_per_conn
         self.drop_reused = tuple(m.upper() for m in drop_reused)
@@ -777,8 +779,16 @@ class KeepAliveBackend:
         self.errors = []
         self.dropped = threading.Event()
         self._lock = threading.Lock()
-        self._listener = socket.create_server((LOOPBACK, port), backlog=512)
-        self.port = self._listener.getsockname()[1]
+        if unix_path is None:
+            self._listener = socket.create_server((LOOPBACK, port), backlog=512)
+            self.port = self._listener.getsockname()[1]
+        else:
+            # unix_path: listens on a Unix domain socket there instead (the
+            # file stays after stop(), as a crashed server's would).
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._listener.bind(unix_path)
+            self._listener.listen(512)
+            self.host = self.port = None
         self._thread = threading.Thread(target=self._accept_loop, name=f"keepalive-{name}", daemon=True)
         self._thread.start()
 
@@ -1026,4 +1036,5 @@ class KeepAliveBackend:
         self._thread.join(timeout=5)
 
     def __repr__(self):
-        return f"<KeepAliveBackend {self.name} on {self.host}:{self.port}>"
+        where = f"unix:{self.unix_path}" if self.unix_path else f"{self.host}:{self.port}"
+        return f"<KeepAliveBackend {self.name} on {where}>"

@@ -31,8 +31,9 @@ CRASH_SIGNS = (
 
 
 def backend_address(backend):
-    """(host, port) of a backend object (anything with .host and .port) or pair."""
-    if isinstance(backend, tuple):
+    """(host, port) of a backend object (anything with .host and .port) or
+    pair; a str ("unix:/PATH", stage 23 on) is passed through."""
+    if isinstance(backend, (tuple, str)):
         return backend
     return backend.host, backend.port
 
@@ -97,7 +98,7 @@ def stage5_settings(listen_port, backends, options=None):
     STAGE5_OPTIONS given in `options`), as Lua source text."""
     settings = {
         "listen": lua_string(f"{LOOPBACK}:{listen_port}"),
-        "backends": lua_value([host_port(host, port) for host, port in backends]),
+        "backends": lua_value([b if isinstance(b, str) else host_port(*b) for b in backends]),
     }
     for name, value in (options or {}).items():
         if name not in STAGE5_OPTIONS:

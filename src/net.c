@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int net_parse_port(const char *text)
@@ -101,7 +102,8 @@ int net_connect_start(const struct addrinfo *address)
 
     if (fd == -1)
         return -1;
-    if (net_set_nodelay(fd) == -1)
+    /* A Unix domain socket has no Nagle's algorithm to turn off. */
+    if (address->ai_family != AF_UNIX && net_set_nodelay(fd) == -1)
         log_errno("setsockopt(TCP_NODELAY)"); /* slower, but it works */
     /* On a non-blocking socket, EINPROGRESS means "started": the outcome
      * arrives later as writability. Even an immediate success takes that
@@ -114,6 +116,39 @@ int net_connect_start(const struct addrinfo *address)
     close(fd);
     errno = saved_errno;
     return -1;
+}
+
+struct addrinfo *net_unix_address(const char *path)
+{
+    /* One block, as glibc's getaddrinfo makes them: the sockaddr_un right
+     * after the addrinfo that points to it. */
+    struct unix_address {
+        struct addrinfo info;
+        struct sockaddr_un address;
+    } *u = calloc(1, sizeof *u);
+
+    if (u == NULL)
+        return NULL;
+    u->address.sun_family = AF_UNIX;
+    memcpy(u->address.sun_path, path, strlen(path) + 1);
+    u->info.ai_family = AF_UNIX;
+    u->info.ai_socktype = SOCK_STREAM;
+    u->info.ai_addr = (struct sockaddr *)&u->address;
+    /* The path's length with its zero: two of them compare equal (the
+     * registry's same_addresses) exactly when their paths do. */
+    u->info.ai_addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+    return &u->info;
+}
+
+void net_free_addresses(struct addrinfo *addresses)
+{
+    if (addresses == NULL)
+        return;
+    /* Ours is one block with the addrinfo first; glibc's list is its own. */
+    if (addresses->ai_family == AF_UNIX)
+        free(addresses);
+    else
+        freeaddrinfo(addresses);
 }
 
 int net_connect_result(int fd)

@@ -5,6 +5,7 @@
 #include "backend.h"
 
 #include "health.h"
+#include "net.h"
 #include "stats.h"
 #include "upstream.h"
 
@@ -60,7 +61,7 @@ struct backend *backend_obtain(const char *name, struct addrinfo *addresses)
 
     for (b = registry; b != NULL; b = b->registry_next) {
         if (strcmp(b->name, name) == 0 && same_addresses(b->addresses, addresses)) {
-            freeaddrinfo(addresses);
+            net_free_addresses(addresses);
             b->refs++;
             return b;
         }
@@ -70,7 +71,7 @@ struct backend *backend_obtain(const char *name, struct addrinfo *addresses)
     b = calloc(1, sizeof *b);
     if (b == NULL || (b->name = strdup(name)) == NULL) {
         free(b);
-        freeaddrinfo(addresses);
+        net_free_addresses(addresses);
         return NULL;
     }
     b->addresses = addresses;
@@ -93,7 +94,7 @@ void backend_put(struct backend *b)
     health_check_stop(b);
     upstream_close_idle(b);
     free(b->name);
-    freeaddrinfo(b->addresses);
+    net_free_addresses(b->addresses);
     free(b);
 }
 

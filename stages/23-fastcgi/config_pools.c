@@ -1,6 +1,6 @@
 /* config_pools.c -- the backends settings: the default site, named pools
- * and sites. Each of them is a pool: a list of "HOST:PORT" backends and a
- * balance rule. */
+ * and sites. Each of them is a pool: a list of "HOST:PORT" (or
+ * "unix:/PATH") backends and a balance rule. */
 #include "config.h"
 
 #include "backend_protocol.h"
@@ -15,7 +15,36 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Resolves entry `index` (1-based) of a backends list, "HOST:PORT".
+/* Entry `index` of a backends list that begins "unix:": its address, a
+ * Unix domain socket at the absolute path after it, into *addresses. The
+ * socket file is the backend's: rsp neither makes nor removes it. */
+static int read_unix_backend(const char *path, const char *setting, int index, const char *text,
+                             struct addrinfo **addresses)
+{
+    const char *socket_path = text + strlen("unix:");
+    char why[64] = "";
+
+    if (socket_path[0] == '\0')
+        snprintf(why, sizeof why, "the path is empty");
+    else if (socket_path[0] != '/')
+        snprintf(why, sizeof why, "the path is not absolute");
+    else if (strlen(socket_path) > NET_UNIX_PATH_MAX)
+        snprintf(why, sizeof why, "the path is longer than %zu bytes", NET_UNIX_PATH_MAX);
+    if (why[0] != '\0') {
+        config_error(path, "setting '%s', entry %d: \"%.100s\" must be HOST:PORT or "
+                           "unix:/ABSOLUTE/PATH: %s", setting, index, text, why);
+        return -1;
+    }
+    *addresses = net_unix_address(socket_path);
+    if (*addresses == NULL) {
+        config_error(path, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Resolves entry `index` (1-based) of a backends list, "HOST:PORT" or
+ * "unix:/PATH" (the name it keeps everywhere is the text as written).
  * `setting` names the list in messages. */
 static int read_backend(const char *path, const char *setting, int index, const char *text,
                         struct backend **b)
@@ -26,9 +55,14 @@ static int read_backend(const char *path, const char *setting, int index, const 
     const char *port;
     int rc;
 
+    if (strncmp(text, "unix:", strlen("unix:")) == 0) {
+        if (read_unix_backend(path, setting, index, text, &addresses) == -1)
+            return -1;
+        goto obtain;
+    }
     if (config_split_host_port(text, host, sizeof host, &port) == -1) {
         config_error(path, "setting '%s', entry %d: \"%.100s\" must look like HOST:PORT "
-                           "(IPv6 as [ADDRESS]:PORT)", setting, index, text);
+                           "(IPv6 as [ADDRESS]:PORT) or unix:/ABSOLUTE/PATH", setting, index, text);
         return -1;
     }
     if (net_parse_port(port) == -1) {
@@ -43,6 +77,7 @@ static int read_backend(const char *path, const char *setting, int index, const 
                      rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -1;
     }
+obtain:
     /* The same backend as in the running generation, if it is there. */
     *b = backend_obtain(text, addresses);
     if (*b == NULL) {

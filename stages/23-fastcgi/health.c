@@ -242,9 +242,12 @@ int health_check_start(struct backend *b, const struct health_settings *settings
     timer_init(&check->timer, check_timer_fired, check);
     check->backend = b;
     check->settings = *settings;
+    /* A Unix socket's name ("unix:/run/app.sock") is no host: such a
+     * backend is on this machine, so it is asked as localhost. */
     n = snprintf(check->request, sizeof check->request,
                  "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rsp-health-check\r\n"
-                 "Connection: close\r\n\r\n", settings->path, b->name);
+                 "Connection: close\r\n\r\n", settings->path,
+                 b->addresses->ai_family == AF_UNIX ? "localhost" : b->name);
     check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
     b->check = check;
     atomic_store(&b->stats->checked, true);

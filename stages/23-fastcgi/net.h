@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 struct addrinfo;
 
@@ -22,11 +23,25 @@ int net_listen(const char *host, const char *port);
  * over them (chapter 13's workers, one socket each). */
 int net_listen_reuseport(const char *host, const char *port, bool reuseport);
 
-/* Starts a non-blocking connect to one address. Returns the socket, whose
+/* Starts a non-blocking connect to one address (TCP, or a Unix domain
+ * socket: there a full backlog fails at once with EAGAIN). Returns the socket, whose
  * connect is either done or in progress: the socket becomes writable when
  * it has finished, and net_connect_result tells how. Returns -1 (errno set)
  * if the connect failed at once. */
 int net_connect_start(const struct addrinfo *address);
+
+/* The longest path a "unix:" backend may have: sun_path's size less its
+ * terminating zero (107 bytes on Linux). */
+#define NET_UNIX_PATH_MAX (sizeof ((struct sockaddr_un *)0)->sun_path - 1)
+
+/* Makes the one address of a Unix domain socket (AF_UNIX, SOCK_STREAM) at
+ * path, which is absolute and at most NET_UNIX_PATH_MAX bytes: an addrinfo
+ * as getaddrinfo would give, to be freed by net_free_addresses. Returns
+ * NULL when out of memory. */
+struct addrinfo *net_unix_address(const char *path);
+
+/* Frees a list from getaddrinfo or net_unix_address (NULL: nothing). */
+void net_free_addresses(struct addrinfo *addresses);
 
 /* Turns off Nagle's algorithm on a TCP socket (TCP_NODELAY): we write
  * each piece as soon as we have it, and must not wait for the peer's
