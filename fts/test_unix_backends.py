@@ -129,6 +129,20 @@ def test_mixed_pool(unix_backend, tcp_backend, start_proxy):
     assert sorted(served) == ["t"] * 5 + ["u"] * 5, served
 
 
+def test_response_body_spliced(unix_backend, start_proxy):
+    """splice(2) moves a response body from a Unix socket as from a TCP
+    one: /metrics counts nearly all of a 4 MiB body as spliced (all but
+    what came with the head and what the client's socket took at once)."""
+    u = unix_backend("u")
+    port = free_port()
+    proxy = start_proxy(u.address, status_listen=f"{LOOPBACK}:{port}", splice=True)
+    wait_until_listening(port, proxy.process, POLL_TIMEOUT, what="rsp's status listener")
+    size = 4 << 20
+    assert_served(request(proxy.port, f"/cl?size={size}"), size)
+    spliced = metric_value(port, "rsp_spliced_bytes_total")
+    assert size - (512 << 10) <= spliced <= size, f"{spliced} of {size} body bytes spliced"
+
+
 # -- failures ------------------------------------------------------------------------
 
 def test_missing_socket_file(socket_dir, start_proxy):
@@ -164,6 +178,36 @@ def test_unconnectable_path(kind, socket_dir, unix_backend, tcp_backend, start_p
         served = [c.request("GET", "/cl?size=100").header("X-Backend") for _ in range(4)]
     assert served == ["t"] * 4, served
     assert_logged_once(proxy, went_down(f"unix:{path}", why))
+
+
+def test_full_backlog(socket_dir, tcp_backend, start_proxy):
+    """A Unix socket whose listen backlog is full (a server that stopped
+    accepting): the connect fails at once with EAGAIN, which counts as a
+    refused connect: the backend is down, the TCP one serves."""
+    path = os.path.join(socket_dir, "full.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(0)
+        waiting = []
+        try:
+            while True:  # fill the backlog until the kernel refuses one more
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.setblocking(False)
+                waiting.append(c)
+                try:
+                    c.connect(path)
+                except BlockingIOError:
+                    break
+                assert len(waiting) < 100, "the backlog of listen(0) never filled"
+            t = tcp_backend("t")
+            proxy = start_proxy(f"unix:{path}", t)
+            with Conn(proxy.port) as c:
+                served = [c.request("GET", "/cl?size=100").header("X-Backend") for _ in range(4)]
+            assert served == ["t"] * 4, served
+            assert_logged_once(proxy, went_down(f"unix:{path}", "Resource temporarily unavailable"))
+        finally:
+            for c in waiting:
+                c.close()
 
 
 def test_backend_stops_listening(unix_backend, tcp_backend, start_proxy):
@@ -209,6 +253,13 @@ def status_get(port, path):
 
 def status_json(port):
     return json.loads(status_get(port, "/status.json"))
+
+
+def metric_value(port, name):
+    """The one sample of family `name` in /metrics."""
+    samples = parse_metrics(status_get(port, "/metrics"))[name]["samples"]
+    assert len(samples) == 1, samples
+    return next(iter(samples.values()))
 
 
 def backend_entry(document, name):
