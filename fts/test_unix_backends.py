@@ -143,6 +143,17 @@ def test_response_body_spliced(unix_backend, start_proxy):
     assert size - (512 << 10) <= spliced <= size, f"{spliced} of {size} body bytes spliced"
 
 
+def test_sites_and_pools(unix_backend, start_proxy):
+    """A site's backends and a named pool's take "unix:" addresses too (one
+    parser for every backends list)."""
+    u, v = unix_backend("u"), unix_backend("v")
+    proxy = start_proxy(sites={"u.test": [u.address], "v.test": {"pool": "p"}}, pools={"p": [v.address]})
+    for host, name in (("u.test", "u"), ("v.test", "v")):
+        with Conn(proxy.port, host=host) as c:
+            r = c.request("GET", "/cl?size=10")
+            assert r.status == 200 and r.header("X-Backend") == name, f"{host}: {r!r} {r.headers}"
+
+
 # -- failures ------------------------------------------------------------------------
 
 def test_missing_socket_file(socket_dir, start_proxy):
