@@ -23,11 +23,11 @@ int net_listen(const char *host, const char *port);
  * over them (chapter 13's workers, one socket each). */
 int net_listen_reuseport(const char *host, const char *port, bool reuseport);
 
-/* Starts a non-blocking connect to one address (TCP, or a Unix domain
- * socket: there a full backlog fails at once with EAGAIN). Returns the socket, whose
+/* Starts a non-blocking connect to one address. Returns the socket, whose
  * connect is either done or in progress: the socket becomes writable when
  * it has finished, and net_connect_result tells how. Returns -1 (errno set)
- * if the connect failed at once. */
+ * if the connect failed at once (a Unix domain socket's always ends at
+ * once: a full backlog is EAGAIN then). */
 int net_connect_start(const struct addrinfo *address);
 
 /* The longest path a "unix:" backend may have: sun_path's size less its
