@@ -436,9 +436,8 @@ static struct pool *find_pool(struct config *config, const char *name)
 static int read_site_pool(lua_State *L, const char *path, const char *setting, struct config *config,
                           struct site *site)
 {
-    static const char *const fields[] = { "backends", "balance", "hash_key", "pool", "health_check",
-                                          "aliases",
-                                          "access_log", "access_log_format", "root", "compress",
+    static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
+                                          "access_log", "access_log_format", "root", "compress", "hash_key",
                                           "headers", "error_pages", "limit_req", "allow", "deny",
                                           "basic_auth", "max_body_size", NULL };
     int rc = 0;
