@@ -23,6 +23,12 @@ from test_status import (CHECK, HEALTH_TIMEOUT, ask_status, config_path, name_of
                          reload_and_wait, rewrite_config, start_with_status, status_json)
 from test_workers import owners, started_workers
 
+try:  # the HTTP/2 test needs python3-h2 and python3-trustme, as test_http2.py does
+    from test_http2 import ca, cert, ctx, h2, start_h2  # noqa: F401 (fixtures)
+    HAVE_H2 = True
+except pytest.skip.Exception:
+    HAVE_H2 = False
+
 pytestmark = pytest.mark.stage(23)
 
 KEYS = [f"user-{n}" for n in range(1000)]
@@ -156,6 +162,23 @@ def test_cookie_key(four, start_proxy):
     assert ask(["theme=dark", "xsid=0; sid={}"]) == alone
     without = {who(get(proxy.port, "/echo", headers=[("Cookie", "other=1")])) for _ in range(20)}
     assert without == {who(get(proxy.port, "/echo"))}, without
+
+
+@pytest.mark.skipif(not HAVE_H2, reason="python3-h2 or python3-trustme is not installed")
+def test_http2_streams_hash_alike(four, start_proxy, cert, ctx):
+    """Over HTTP/2 (a stream's head is the HTTP/1.1 one it stands for):
+    the sid cookie sent as separate cookie fields (as HTTP/2 clients split
+    them) picks the backend an HTTP/1.1 request with one Cookie header
+    gets, for 100 keys on one connection."""
+    proxy = start_h2(start_proxy, *four, cert=cert, balance="hash", hash_key="cookie:sid")
+    keys = KEYS[:100]
+    plain = {k: who(get(proxy.port, "/echo", headers=[("Cookie", f"a=1; sid={k}")])) for k in keys}
+    with h2(proxy, ctx) as c:
+        for k in keys:
+            st = c.get("/echo", headers=[("cookie", "a=1"), ("cookie", f"sid={k}")])
+            assert st.status == 200, st
+            assert st.header("x-backend") == plain[k], f"key {k}: HTTP/2 {st.header('x-backend')}, " \
+                                                       f"HTTP/1.1 {plain[k]}"
 
 
 # -- backends going down and coming back ---------------------------------------------------------------------
