@@ -301,6 +301,7 @@ LATER_OPTIONS = {
     20: ("http2_max_streams",),
     21: ("root", "compress", "headers", "error_pages"),
     22: ("limit_req", "limit_conn", "allow", "deny", "basic_auth", "trusted_proxies"),
+    23: ("hash_key",),
 }
 
 

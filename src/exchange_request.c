@@ -86,7 +86,7 @@ static int connect_next(struct relay *relay)
         if (x->address != NULL)
             x->address = x->address->ai_next;
         if (x->address == NULL) {
-            x->current = backend_pick(x->pool, x->tried);
+            x->current = backend_pick_keyed(x->pool, x->tried, x->balance_key);
             if (x->current == NULL)
                 return -1;
             x->tried |= backend_bit(x->pool, x->current);
@@ -222,6 +222,70 @@ static void forward_body(struct relay *relay, const char *data, size_t len)
         if ((size_t)n < len && buffer_append(&relay->head, data + n, len - (size_t)n) == -1)
             relay->client_ops->fail(relay);
     }
+}
+
+/* The value of the cookie called `name` in the Cookie headers of view
+ * ("a=1; b=2"), in *value; false if none has it. */
+static bool find_cookie(const struct request_view *view, const char *name, struct http_span *value)
+{
+    size_t name_length = strlen(name);
+
+    for (size_t i = request_find_header(view, "cookie", 0); i < view->header_count;
+         i = request_find_header(view, "cookie", i + 1)) {
+        const char *p = view->buf + view->headers[i].value.offset;
+        const char *end = p + view->headers[i].value.length;
+
+        while (p < end) {
+            const char *pair_end = memchr(p, ';', (size_t)(end - p));
+            if (pair_end == NULL)
+                pair_end = end;
+            while (p < pair_end && (*p == ' ' || *p == '\t'))
+                p++;
+            if ((size_t)(pair_end - p) > name_length && memcmp(p, name, name_length) == 0 &&
+                p[name_length] == '=') {
+                const char *v = p + name_length + 1, *v_end = pair_end;
+                while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
+                    v_end--;
+                value->offset = (size_t)(v - view->buf);
+                value->length = (size_t)(v_end - v);
+                return true;
+            }
+            p = pair_end + 1;
+        }
+    }
+    return false;
+}
+
+/* The hash of what the pool's hash_key names for this request: its path
+ * (without the query), a header's or a cookie's value, or else its
+ * client's address (exchange_client: trusted_proxies and PROXY apply). */
+static uint64_t balance_key(const struct relay *relay)
+{
+    const struct exchange *x = relay->x;
+    const struct pool *pool = x->pool;
+    struct request_view view = relay_request_view(relay);
+    const char *client = exchange_client(relay);
+    struct http_span value;
+    size_t i;
+
+    switch (pool->hash_key) {
+    case HASH_KEY_PATH:
+        if (x->info.path != NULL) /* NULL: OPTIONS * */
+            return pool_hash_of(x->info.path, x->info.path_length);
+        break;
+    case HASH_KEY_HEADER:
+        i = request_find_header(&view, pool->hash_name, 0);
+        if (i < view.header_count)
+            return pool_hash_of(view.buf + view.headers[i].value.offset, view.headers[i].value.length);
+        break;
+    case HASH_KEY_COOKIE:
+        if (find_cookie(&view, pool->hash_name, &value))
+            return pool_hash_of(view.buf + value.offset, value.length);
+        break;
+    case HASH_KEY_CLIENT:
+        break;
+    }
+    return pool_hash_of(client, strlen(client));
 }
 
 /* Asks the config's route function. Returns true if the request is
@@ -361,6 +425,8 @@ static void request_ready(struct relay *relay)
         exchange_fail_request(relay, 503);
         return;
     }
+    if (x->pool->balance == BALANCE_HASH)
+        x->balance_key = balance_key(relay);
     buffering_begin(relay);
 }
 

@@ -55,12 +55,22 @@ struct health_settings {
     unsigned fall;              /* failures in a row that mark it down */
 };
 
-enum balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
+enum balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN, BALANCE_HASH };
+
+/* What balance = "hash" hashes (hash_key): the client's address, the
+ * path, a header's value or a cookie's. */
+enum hash_key { HASH_KEY_CLIENT, HASH_KEY_PATH, HASH_KEY_HEADER, HASH_KEY_COOKIE };
+
+/* The longest NAME of hash_key = "header:NAME" or "cookie:NAME". */
+#define HASH_KEY_NAME_MAX 100
 
 struct pool {
     struct backend **backends;  /* held references */
     size_t count;
     enum balance balance;
+    enum hash_key hash_key;     /* with BALANCE_HASH */
+    char hash_text[HASH_KEY_NAME_MAX + 8]; /* hash_key as configured, e.g. "header:X-User" */
+    char hash_name[HASH_KEY_NAME_MAX + 1]; /* its NAME: a header's in lower case, a cookie's */
     const struct backend_protocol *protocol; /* what its backends speak (backend_protocol.h) */
     double down_time;           /* seconds a failed backend is skipped */
     size_t next;                /* where the next search starts: rotation */
@@ -84,6 +94,24 @@ struct named_pool {
  * noticed. A backend that active checks mark down is never chosen. Returns
  * NULL when every backend has been tried or is failing its checks. */
 struct backend *backend_pick(struct pool *pool, uint64_t tried);
+
+/* As backend_pick, for a pool of any balance: with BALANCE_HASH the
+ * backend whose score for `key` (pool_hash_of the request's hash_key) is
+ * the highest among those backend_pick would consider, so that a key
+ * keeps its backend while that one is up, and a retry goes to the next
+ * highest score. */
+struct backend *backend_pick_keyed(struct pool *pool, uint64_t tried, uint64_t key);
+
+/* The hash of a key's bytes (FNV-1a with a fixed seed, then mixed): the
+ * same in every process and every generation. */
+uint64_t pool_hash_of(const char *data, size_t length);
+
+/* A backend's score for a key: rendezvous (highest random weight) hashing
+ * mixes the key's hash with the backend's name as configured. */
+uint64_t pool_hash_score(uint64_t key, const char *name);
+
+/* The text of a balance rule: "round_robin", "least_conn" or "hash". */
+const char *pool_balance_name(const struct pool *pool);
 
 /* True if active checks mark every backend of the pool down: requests get
  * a 503 at once. */

@@ -129,6 +129,7 @@ struct exchange {
     struct backend *current;         /* the backend tried or in use, or NULL */
     const struct addrinfo *address;  /* which of its addresses */
     uint64_t tried;                  /* backends tried for this request */
+    uint64_t balance_key;            /* the hash of its hash_key, for balance = "hash" */
     struct upstream *upstream;       /* the backend connection, or NULL */
     bool reused;                     /* it came from the idle pool */
     bool retried;                    /* the pooling race was met once already */

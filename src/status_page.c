@@ -110,9 +110,13 @@ static void page_pool(struct out *o, const struct status_view *v, const char *na
         out_printf(o, "</p></section>\n");
         return;
     }
-    out_printf(o, " <small>%s</small></h3>\n<table><tr><th>backend</th><th>state</th><th>checks</th>"
-                  "<th>connects</th><th>in flight</th><th>requests</th><th>failures</th></tr>\n",
-               pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");
+    out_printf(o, " <small>%s", pool_balance_name(pool));
+    if (pool->balance == BALANCE_HASH) { /* and what it hashes */
+        out_printf(o, " on ");
+        put_html(o, pool->hash_text);
+    }
+    out_printf(o, "</small></h3>\n<table><tr><th>backend</th><th>state</th><th>checks</th>"
+                  "<th>connects</th><th>in flight</th><th>requests</th><th>failures</th></tr>\n");
     for (size_t i = 0; i < pool->count; i++) {
         const struct backend *b = pool->backends[i];
         bool up = backend_takes_requests(b);

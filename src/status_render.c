@@ -33,8 +33,12 @@ static void json_pool(struct out *o, const struct status_view *v, const char *na
     out_printf(o, "%s\n    {\"name\": ", *first ? "" : ",");
     *first = false;
     put_json_string(o, name);
-    out_printf(o, ", \"balance\": \"%s\", ",
-        pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin");
+    out_printf(o, ", \"balance\": \"%s\", ", pool_balance_name(pool));
+    if (pool->balance == BALANCE_HASH) {
+        out_printf(o, "\"hash_key\": ");
+        put_json_string(o, pool->hash_text);
+        out_printf(o, ", ");
+    }
     if (pool->root != NULL) { /* a pool of files: its directory, and no backends */
         out_printf(o, "\"root\": ");
         put_json_string(o, pool->root);

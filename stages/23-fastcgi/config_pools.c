@@ -148,9 +148,75 @@ static int read_backend_list(lua_State *L, const char *path, const char *setting
     return 0;
 }
 
-/* Reads `balance` of the table at t into pool (optional: round_robin). */
+/* True if text is a token (RFC 9110): what a header's or cookie's name is. */
+static bool is_token(const char *text)
+{
+    if (*text == '\0')
+        return false;
+    for (; *text != '\0'; text++)
+        if ((unsigned char)*text <= ' ' || (unsigned char)*text >= 0x7f ||
+            strchr("\"(),/:;<=>?@[\\]{}", *text) != NULL)
+            return false;
+    return true;
+}
+
+/* Reads `hash_key` of the table at t into pool, whose balance is read:
+ * "client" (the default), "path", "header:NAME" or "cookie:NAME". Set with
+ * any other balance, it is an error: it would do nothing. `setting` names
+ * hash_key in messages, `balance` the balance setting. */
+static int read_hash_key(lua_State *L, const char *path, int t, const char *setting,
+                         const char *balance, struct pool *pool)
+{
+    const char *text, *name = "";
+    int rc = 0;
+
+    config_field(L, t, "hash_key");
+    text = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    pool->hash_key = HASH_KEY_CLIENT;
+    if (lua_isnil(L, -1)) {
+        text = "client";
+    } else if (text == NULL || strlen(text) != lua_objlen(L, -1)) {
+        rc = -1;
+    } else if (strcmp(text, "path") == 0) {
+        pool->hash_key = HASH_KEY_PATH;
+    } else if (strncmp(text, "header:", 7) == 0) {
+        pool->hash_key = HASH_KEY_HEADER;
+        name = text + 7;
+    } else if (strncmp(text, "cookie:", 7) == 0) {
+        pool->hash_key = HASH_KEY_COOKIE;
+        name = text + 7;
+    } else if (strcmp(text, "client") != 0) {
+        rc = -1;
+    }
+    if (rc == 0 && pool->hash_key >= HASH_KEY_HEADER &&
+        (!is_token(name) || strlen(name) > HASH_KEY_NAME_MAX))
+        rc = -1;
+    if (rc == -1) {
+        config_error(path, "setting '%s' must be \"client\", \"path\", \"header:NAME\" or "
+                           "\"cookie:NAME\" (NAME a header's or cookie's name, at most %d "
+                           "characters), not %s%.100s%s", setting, HASH_KEY_NAME_MAX,
+                     text != NULL ? "\"" : "a ", text != NULL ? text : luaL_typename(L, -1),
+                     text != NULL ? "\"" : "");
+    } else if (!lua_isnil(L, -1) && pool->balance != BALANCE_HASH) {
+        config_error(path, "setting '%s' needs '%s' = \"hash\" (it is \"%s\")", setting, balance,
+                     pool_balance_name(pool));
+        rc = -1;
+    } else {
+        snprintf(pool->hash_text, sizeof pool->hash_text, "%s", text);
+        for (size_t i = 0; name[i] != '\0'; i++) /* a header's name compares ignoring case */
+            pool->hash_name[i] = pool->hash_key == HASH_KEY_HEADER && name[i] >= 'A' && name[i] <= 'Z'
+                                 ? (char)(name[i] - 'A' + 'a') : name[i];
+        pool->hash_name[strlen(name)] = '\0';
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* Reads `balance` of the table at t into pool (optional: round_robin),
+ * and with it `hash_key`. */
 static int read_balance(lua_State *L, const char *path, int t, const char *setting, struct pool *pool)
 {
+    char hash_key[320];
     int rc = 0;
 
     config_field(L, t, "balance");
@@ -159,18 +225,23 @@ static int read_balance(lua_State *L, const char *path, int t, const char *setti
         const char *text = lua_tostring(L, -1);
         if (strcmp(text, "least_conn") == 0) {
             pool->balance = BALANCE_LEAST_CONN;
+        } else if (strcmp(text, "hash") == 0) {
+            pool->balance = BALANCE_HASH;
         } else if (strcmp(text, "round_robin") != 0) {
-            config_error(path, "setting '%s' must be \"round_robin\" or \"least_conn\", not \"%.100s\"",
-                         setting, text);
+            config_error(path, "setting '%s' must be \"round_robin\", \"least_conn\" or \"hash\", "
+                               "not \"%.100s\"", setting, text);
             rc = -1;
         }
     } else if (!lua_isnil(L, -1)) {
-        config_error(path, "setting '%s' must be \"round_robin\" or \"least_conn\", not a %s",
+        config_error(path, "setting '%s' must be \"round_robin\", \"least_conn\" or \"hash\", not a %s",
                      setting, luaL_typename(L, -1));
         rc = -1;
     }
     lua_pop(L, 1);
-    return rc;
+    /* "pools.app.balance" -> "pools.app.hash_key" */
+    snprintf(hash_key, sizeof hash_key, "%.*shash_key", (int)(strlen(setting) - strlen("balance")),
+             setting);
+    return rc == 0 ? read_hash_key(L, path, t, hash_key, setting, pool) : rc;
 }
 
 /* The default site: `backends` and `balance` globals, or `root`; and the
@@ -362,7 +433,7 @@ int config_read_pools(lua_State *L, const char *path, struct config *config)
             rc = -1;
             continue;
         }
-        static const char *const fields[] = { "backends", "balance", "health_check", "root",
+        static const char *const fields[] = { "backends", "balance", "hash_key", "health_check", "root",
                                               "compress", "headers", "error_pages", "limit_req", "allow",
                                               "deny", "basic_auth", "max_body_size", NULL };
         rc = read_pool_table(L, path, setting, config, &named->pool);
@@ -401,7 +472,7 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
                           struct site *site)
 {
     static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
-                                          "access_log", "access_log_format", "root", "compress",
+                                          "access_log", "access_log_format", "root", "compress", "hash_key",
                                           "headers", "error_pages", "limit_req", "allow", "deny",
                                           "basic_auth", "max_body_size", NULL };
     int rc = 0;
@@ -428,13 +499,16 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         config_field(L, -3, "balance");
         config_field(L, -4, "health_check");
         config_field(L, -5, "root");
-        if (!lua_isnil(L, -4) || !lua_isnil(L, -3) || !lua_isnil(L, -2) || !lua_isnil(L, -1)) {
+        config_field(L, -6, "hash_key");
+        if (!lua_isnil(L, -5) || !lua_isnil(L, -4) || !lua_isnil(L, -3) || !lua_isnil(L, -2) ||
+            !lua_isnil(L, -1)) {
             config_error(path, "setting '%s' names a pool and its own %s: choose one", setting,
-                         !lua_isnil(L, -4) ? "backends" : !lua_isnil(L, -3) ? "balance"
-                         : !lua_isnil(L, -2) ? "health_check (set it on the pool)" : "root");
+                         !lua_isnil(L, -5) ? "backends" : !lua_isnil(L, -4) ? "balance"
+                         : !lua_isnil(L, -3) ? "health_check (set it on the pool)"
+                         : !lua_isnil(L, -2) ? "root" : "hash_key (set it on the pool)");
             rc = -1;
         }
-        lua_pop(L, 4);
+        lua_pop(L, 5);
     }
     lua_pop(L, 1);
     return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;

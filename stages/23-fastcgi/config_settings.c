@@ -34,7 +34,7 @@ static const char *const access_formats[] = { "combined", "timed", "vhost_combin
  * setting close enough is the one named), which is also the order the
  * scalar ones are read in. */
 const struct setting config_settings[] = {
-    OWN("listen"), OWN("backends"), OWN("balance"), OWN("pools"), OWN("sites"), OWN("route"),
+    OWN("listen"), OWN("backends"), OWN("balance"), OWN("hash_key"), OWN("pools"), OWN("sites"), OWN("route"),
     SECONDS("route_time_limit", route_time_limit, 0.1, 0.001, 10),
     SECONDS("down_time", default_pool.down_time, 5, 0.001, 86400),
     { "max_request_line", SETTING_BYTES, offsetof(struct config, limits.max_line), 8192, 256, 1048576,

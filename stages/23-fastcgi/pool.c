@@ -19,17 +19,62 @@ uint64_t backend_bit(const struct pool *pool, const struct backend *b)
     return 0;
 }
 
+/* FNV-1a's 64-bit offset basis and prime: a fixed seed, so that every
+ * worker and every reload hash alike. */
+#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV_PRIME UINT64_C(0x100000001b3)
+
+/* splitmix64's finalizer: a bijection whose every output bit depends on
+ * every input bit, which FNV-1a alone does not give its high bits. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* FNV-1a of data, going on from hash h. */
+static uint64_t fnv1a(uint64_t h, const char *data, size_t length)
+{
+    for (size_t i = 0; i < length; i++) {
+        h ^= (unsigned char)data[i];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+uint64_t pool_hash_of(const char *data, size_t length)
+{
+    return mix64(fnv1a(FNV_OFFSET, data, length));
+}
+
+/* The name's bytes are hashed on from the key's hash, so that each key
+ * orders the backends its own way. */
+uint64_t pool_hash_score(uint64_t key, const char *name)
+{
+    return mix64(fnv1a(key, name, strlen(name)));
+}
+
+const char *pool_balance_name(const struct pool *pool)
+{
+    return pool->balance == BALANCE_LEAST_CONN ? "least_conn"
+           : pool->balance == BALANCE_HASH ? "hash" : "round_robin";
+}
+
 /* Scans the candidates starting at pool->next, so that ties rotate. With
  * allow_down false, backends marked down (and not yet due for a retry) are
  * skipped. Round-robin takes the first candidate; least_conn the first with
- * the fewest open connections. */
-static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, double now)
+ * the fewest open connections; hash (key not NULL) the one with the
+ * highest score for *key, scanned from the first so that all agree. */
+static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, double now,
+                            const uint64_t *key)
 {
     struct backend *best = NULL;
     size_t best_index = 0;
+    uint64_t best_score = 0;
 
     for (size_t i = 0; i < pool->count; i++) {
-        size_t index = (pool->next + i) % pool->count;
+        size_t index = key != NULL ? i : (pool->next + i) % pool->count;
         struct backend *b = pool->backends[index];
 
         if ((tried & backend_bit(pool, b)) || backend_failing(b))
@@ -37,6 +82,14 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
         if (!allow_down && backend_down(b) &&
             now < atomic_load_explicit(&b->stats->retry_at, memory_order_relaxed))
             continue;
+        if (key != NULL) {
+            uint64_t score = pool_hash_score(*key, b->name);
+            if (best == NULL || score > best_score) {
+                best = b;
+                best_score = score;
+            }
+            continue;
+        }
         if (best == NULL || b->active < best->active) {
             best = b;
             best_index = index;
@@ -44,7 +97,7 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
                 break;
         }
     }
-    if (best != NULL)
+    if (best != NULL && key == NULL)
         pool->next = (best_index + 1) % pool->count;
     return best;
 }
@@ -52,9 +105,18 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
 struct backend *backend_pick(struct pool *pool, uint64_t tried)
 {
     double now = clock_now();
-    struct backend *b = pick(pool, tried, false, now);
+    struct backend *b = pick(pool, tried, false, now, NULL);
 
-    return b != NULL ? b : pick(pool, tried, true, now);
+    return b != NULL ? b : pick(pool, tried, true, now, NULL);
+}
+
+struct backend *backend_pick_keyed(struct pool *pool, uint64_t tried, uint64_t key)
+{
+    const uint64_t *hashing = pool->balance == BALANCE_HASH ? &key : NULL;
+    double now = clock_now();
+    struct backend *b = pick(pool, tried, false, now, hashing);
+
+    return b != NULL ? b : pick(pool, tried, true, now, hashing);
 }
 
 bool pool_all_failing(const struct pool *pool)

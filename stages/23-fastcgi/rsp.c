@@ -48,7 +48,7 @@
 
 static const char *balance_name(const struct pool *pool)
 {
-    return pool->balance == BALANCE_LEAST_CONN ? "least_conn" : "round_robin";
+    return pool_balance_name(pool);
 }
 
 /* Says what we serve: one line for the listener, one per pool and site,
