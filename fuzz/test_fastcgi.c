@@ -4,14 +4,22 @@
  *
  * Streams are encoded and parsed back, whole and in every split into two
  * pieces, and byte by byte; name-value pairs round-trip with 1- and
- * 4-byte lengths; each refusal is met with its reason. A failed check
+ * 4-byte lengths; each refusal is met with its reason. A script's CGI
+ * heads become HTTP heads (Status, Location, LF or CRLF) or are refused;
+ * and the rule of what runs is tried on a real tree in a temp dir (the
+ * PATH_INFO hole included). A failed check
  * prints the case and what came; the program exits 1 after all ran. */
+#define _GNU_SOURCE /* O_PATH */
 #include "fastcgi.h"
+#include "fastcgi_script.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -217,6 +225,146 @@ static void end_statuses(void)
     buffer_free(&b);
 }
 
+/* A CGI head read: its length (or 0, -1) and the HTTP head it gave. */
+static void cgi(const char *name, const char *output, ssize_t expect_used, const char *expect_head)
+{
+    struct buffer out = BUFFER_INIT;
+    size_t len = strlen(output);
+
+    snprintf(current, sizeof current, "CGI head %s", name);
+    ssize_t used = fcgi_cgi_head(output, len, &out);
+    CHECK(used == expect_used, "used %zd, not %zd", used, expect_used);
+    if (expect_head != NULL)
+        CHECK(buffer_length(&out) == strlen(expect_head) &&
+                  memcmp(buffer_bytes(&out), expect_head, buffer_length(&out)) == 0,
+              "gave \"%.*s\"", (int)buffer_length(&out), buffer_bytes(&out));
+    /* Every shorter prefix of a whole head needs more. */
+    for (size_t k = 0; expect_used > 0 && k < (size_t)expect_used; k++) {
+        struct buffer part = BUFFER_INIT;
+        CHECK(fcgi_cgi_head(output, k, &part) == 0, "a prefix of %zu was not incomplete", k);
+        buffer_free(&part);
+    }
+    buffer_free(&out);
+}
+
+static void cgi_heads(void)
+{
+    cgi("plain", "Content-type: text/html\r\n\r\nbody", 27, "HTTP/1.1 200 OK\r\nContent-type: text/html\r\n\r\n");
+    cgi("LF only", "Content-Type: text/plain\nX-A: 1\n\nhi", 33,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-A: 1\r\n\r\n");
+    cgi("Status", "Status: 404 Not Found\r\nX-B: 2\r\n\r\n", 33, "HTTP/1.1 404 Not Found\r\nX-B: 2\r\n\r\n");
+    cgi("Status without reason", "Status: 503\n\n", 13, "HTTP/1.1 503\r\n\r\n");
+    cgi("Location", "Location: https://example.org/x\r\n\r\n", 35,
+        "HTTP/1.1 302 Found\r\nLocation: https://example.org/x\r\n\r\n");
+    cgi("local Location", "Location: /login\n\n", 18, "HTTP/1.1 302 Found\r\nLocation: /login\r\n\r\n");
+    cgi("Location and Status", "Location: /a\nStatus: 301 Moved Permanently\n\n", 44,
+        "HTTP/1.1 301 Moved Permanently\r\nLocation: /a\r\n\r\n");
+    cgi("two Set-Cookie", "Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n", 36,
+        "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n");
+    cgi("no head at all", "\r\nbody", 2, "HTTP/1.1 200 OK\r\n\r\n");
+    cgi("incomplete", "Content-type: text/html\r\n", 0, "");
+    cgi("no colon", "hello world\n\n", -1, NULL);
+    cgi("bad name", "Bad Name: x\n\n", -1, NULL);
+    cgi("Status 99", "Status: 99 Odd\n\n", -1, NULL);
+    cgi("Status 100", "Status: 100 Continue\n\n", -1, NULL);
+    cgi("Status 600", "Status: 600\n\n", -1, NULL);
+    cgi("Status letters", "Status: abc\n\n", -1, NULL);
+    cgi("two Status", "Status: 200 OK\nStatus: 404 No\n\n", -1, NULL);
+    char *big = malloc(FCGI_CGI_HEAD_MAX + 16);
+    memset(big, 'a', FCGI_CGI_HEAD_MAX + 15);
+    memcpy(big, "X-Big: ", 7);
+    big[FCGI_CGI_HEAD_MAX + 15] = '\0';
+    cgi("a line beyond the limit", big, -1, NULL);
+    free(big);
+}
+
+/* Creates dir/name holding text (a directory when text is NULL). */
+static void make(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (text == NULL) {
+        mkdir(path, 0755);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* What target runs beneath root: the outcome, and the script's names. */
+static void what(int root_fd, const char *root, const struct fastcgi_settings *s, const char *target,
+                 enum fastcgi_what expect, const char *name)
+{
+    struct fastcgi_script script;
+    char filename[600];
+
+    snprintf(current, sizeof current, "what %s runs", target);
+    memset(&script, 0, sizeof script);
+    enum fastcgi_what got = fastcgi_script_find(root_fd, root, target, strlen(target), s, &script);
+    CHECK(got == expect, "got %d, not %d", got, expect);
+    if (name != NULL && got == expect) {
+        snprintf(filename, sizeof filename, "%s%s", root, name);
+        CHECK(strcmp(script.name, name) == 0, "SCRIPT_NAME %s", script.name);
+        CHECK(strcmp(script.filename, filename) == 0, "SCRIPT_FILENAME %s", script.filename);
+    }
+}
+
+static void script_rule(void)
+{
+    char root[] = "/tmp/test_fastcgi.XXXXXX";
+    char *extensions[] = { ".php", ".phtml" };
+    struct fastcgi_settings s = { .index = "index.php", .extensions = extensions, .extension_count = 2 };
+
+    snprintf(current, sizeof current, "script rule tree");
+    CHECK(mkdtemp(root) != NULL, "mkdtemp");
+    make(root, "index.php", "<?php echo 1;");
+    make(root, "info.php", "<?php phpinfo();");
+    make(root, "a.phtml", "<?php");
+    make(root, "style.css", "body{}");
+    make(root, "uploads", NULL);
+    make(root, "uploads/cat.jpg", "<?php echo 'pwned';");
+    make(root, "blog", NULL);
+    make(root, "blog/index.php", "<?php");
+    make(root, "static", NULL);
+    make(root, "static/index.html", "<p>");
+    make(root, "empty", NULL);
+    make(root, ".env", "SECRET=1");
+    int fd = open(root, O_PATH | O_DIRECTORY);
+    CHECK(fd >= 0, "open root");
+
+    what(fd, root, &s, "/info.php", FASTCGI_RUN, "/info.php");
+    what(fd, root, &s, "/info.php?x=1", FASTCGI_RUN, "/info.php");
+    what(fd, root, &s, "/a.phtml", FASTCGI_RUN, "/a.phtml");
+    what(fd, root, &s, "/INFO.PHP", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/style.css", FASTCGI_FILE, NULL);
+    what(fd, root, &s, "/uploads/cat.jpg", FASTCGI_FILE, NULL);
+    what(fd, root, &s, "/uploads/cat.jpg/x.php", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/uploads/cat.jpg%2fx.php", FASTCGI_NOT_FOUND, NULL);
+    what(fd, root, &s, "/info.php/extra", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/missing.php", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/some/page", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/", FASTCGI_RUN, "/index.php");
+    what(fd, root, &s, "/blog", FASTCGI_REDIRECT, NULL);
+    what(fd, root, &s, "/blog/", FASTCGI_RUN, "/blog/index.php");
+    what(fd, root, &s, "/static/", FASTCGI_FILE, NULL);
+    what(fd, root, &s, "/empty/", FASTCGI_FRONT, "/index.php");
+    what(fd, root, &s, "/.env", FASTCGI_NOT_FOUND, NULL);
+    what(fd, root, &s, "/../etc/passwd", FASTCGI_NOT_FOUND, NULL);
+    what(fd, root, &s, "/uploads/../info.php", FASTCGI_NOT_FOUND, NULL);
+    char path[600];
+    snprintf(path, sizeof path, "%s/index.php", root);
+    unlink(path);
+    what(fd, root, &s, "/some/page", FASTCGI_NOT_FOUND, NULL);
+    what(fd, root, &s, "/", FASTCGI_NOT_FOUND, NULL);
+    close(fd);
+    char command[600];
+    snprintf(command, sizeof command, "rm -rf %s", root);
+    CHECK(system(command) == 0, "rm -rf");
+}
+
 int main(void)
 {
     size_t sizes[] = { 0, 1, 7, 8, 9, 64, 65534, 65535, 65536, 200000 };
@@ -231,6 +379,8 @@ int main(void)
     pair(300, 0);
     refusals();
     end_statuses();
+    cgi_heads();
+    script_rule();
     if (failures > 0) {
         fprintf(stderr, "test_fastcgi: %d checks failed\n", failures);
         return 1;

@@ -2,6 +2,7 @@
 #include "fastcgi.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* Padding that brings n up to a multiple of 8. */
 static size_t padding_for(size_t n)
@@ -218,4 +219,109 @@ enum fcgi_result fcgi_parse(struct fcgi_parser *p, const char *data, size_t len,
         return FCGI_EVENT;
     }
     return FCGI_MORE;
+}
+
+/* True if c may be in a field name (RFC 9110's tchar). */
+static bool token_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* One CGI header line (without its line end) checked: *colon set to the
+ * colon's index. Returns 0, or -1 if it is not "name: value". */
+static int cgi_line(const char *line, size_t n, size_t *colon)
+{
+    size_t i = 0;
+
+    while (i < n && token_char((unsigned char)line[i]))
+        i++;
+    if (i == 0 || i == n || line[i] != ':')
+        return -1;
+    *colon = i;
+    return 0;
+}
+
+/* The value of a field line after its colon, blanks trimmed. */
+static void cgi_value(const char *line, size_t n, size_t colon, const char **value, size_t *length)
+{
+    size_t b = colon + 1, e = n;
+
+    while (b < e && (line[b] == ' ' || line[b] == '\t'))
+        b++;
+    while (e > b && (line[e - 1] == ' ' || line[e - 1] == '\t'))
+        e--;
+    *value = line + b;
+    *length = e - b;
+}
+
+/* The status line for a Status value ("404 Not Found", "404"): 0, or -1
+ * if it is not three digits from 200 to 599 then an optional reason. */
+static int cgi_status_line(struct buffer *line, const char *v, size_t n)
+{
+    if (n < 3 || v[0] < '2' || v[0] > '5' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9' ||
+        (n > 3 && v[3] != ' '))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < ' ' && v[i] != '\t')
+            return -1;
+    if (buffer_append(line, "HTTP/1.1 ", 9) == -1 || buffer_append(line, v, n) == -1)
+        return -1;
+    return 0;
+}
+
+/* Whether the field line (its name colon-long) is called name (lower case). */
+static bool named(const char *line, size_t colon, const char *name)
+{
+    return strlen(name) == colon && strncasecmp(line, name, colon) == 0;
+}
+
+ssize_t fcgi_cgi_head(const char *data, size_t len, struct buffer *out)
+{
+    struct buffer status = BUFFER_INIT, fields = BUFFER_INIT;
+    bool location = false;
+    ssize_t rc = 0;
+    size_t at = 0;
+
+    while (rc == 0) {
+        const char *nl = memchr(data + at, '\n', len - at);
+        if (nl == NULL) {
+            rc = len >= FCGI_CGI_HEAD_MAX ? -1 : 0;
+            break;
+        }
+        size_t n = (size_t)(nl - (data + at)), next = at + n + 1, colon;
+        const char *line = data + at;
+        if (n > 0 && line[n - 1] == '\r')
+            n--;
+        if (next > FCGI_CGI_HEAD_MAX) {
+            rc = -1;
+        } else if (n == 0) {
+            rc = (ssize_t)next; /* the empty line: the head is whole */
+        } else if (cgi_line(line, n, &colon) == -1) {
+            rc = -1;
+        } else if (named(line, colon, "status")) {
+            const char *v;
+            size_t vl;
+            cgi_value(line, n, colon, &v, &vl);
+            if (buffer_length(&status) > 0 || cgi_status_line(&status, v, vl) == -1)
+                rc = -1;
+        } else {
+            location |= named(line, colon, "location");
+            if (buffer_append(&fields, line, n) == -1 || buffer_append(&fields, "\r\n", 2) == -1)
+                rc = -1;
+        }
+        at = next;
+    }
+    if (rc > 0) {
+        const char *line = location ? "HTTP/1.1 302 Found" : "HTTP/1.1 200 OK";
+        if ((buffer_length(&status) == 0 && buffer_append(out, line, strlen(line)) == -1) ||
+            buffer_append(out, buffer_bytes(&status), buffer_length(&status)) == -1 ||
+            buffer_append(out, "\r\n", 2) == -1 ||
+            buffer_append(out, buffer_bytes(&fields), buffer_length(&fields)) == -1 ||
+            buffer_append(out, "\r\n", 2) == -1)
+            rc = -1;
+    }
+    buffer_free(&status);
+    buffer_free(&fields);
+    return rc;
 }

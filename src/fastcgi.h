@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define FCGI_VERSION_1 1
 #define FCGI_HEADER_LEN 8
@@ -116,5 +117,21 @@ void fcgi_parser_init(struct fcgi_parser *p);
  * STDERR records (their streams' ends) give no event. */
 enum fcgi_result fcgi_parse(struct fcgi_parser *p, const char *data, size_t len, size_t *used,
                             struct fcgi_event *event);
+
+/* The longest CGI head rsp reads from a script's output (as a backend's
+ * HTTP head may be). */
+#define FCGI_CGI_HEAD_MAX 65536
+
+/* Reads the CGI response head (RFC 3875, section 6) at the start of a
+ * script's output data[0..len): header lines, each ended by LF or CRLF,
+ * then an empty line. Writes the HTTP/1.1 head it means to out: a status
+ * line ("Status: NNN reason" if there is one; else 302 when there is a
+ * Location, else 200), then every other field as it came, each line ended
+ * with CRLF, then CRLF. Returns the CGI head's length in data (the body
+ * follows it), 0 if the empty line has not come yet, or -1 when it is
+ * malformed (a line without a colon, a field name that is not a token, a
+ * Status that is not three digits from 200 to 599, no empty line within
+ * FCGI_CGI_HEAD_MAX bytes) or out of memory. */
+ssize_t fcgi_cgi_head(const char *data, size_t len, struct buffer *out);
 
 #endif

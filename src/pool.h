@@ -43,6 +43,7 @@ struct backend {
                                     of rsp (stats.h): down, retry_at, failing */
     struct health_check *check; /* its active check, or NULL (health.c) */
     const struct health_settings *check_wanted; /* scratch for generation_install */
+    double stderr_logged;       /* a FastCGI script's STDERR was last logged (backend_fastcgi.c) */
 };
 
 /* Active health checks of a pool's backends (health.c). */
