@@ -9,6 +9,7 @@
 #include "cidr.h"
 #include "config_read.h"
 #include "config_settings.h"
+#include "fastcgi_script.h"
 #include "mime.h"
 #include "net.h"
 #include "route.h"
@@ -339,6 +340,8 @@ struct pool *config_pool_at(struct config *config, size_t i)
         struct site *site = &config->router.sites[j];
         if (site->pool == &site->own && i-- == 0)
             return &site->own;
+        if (site->pool == &site->own && site->own.fastcgi != NULL && i-- == 0)
+            return &site->own.fastcgi->pool;
     }
     return NULL;
 }

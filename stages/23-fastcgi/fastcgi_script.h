@@ -22,6 +22,7 @@
 
 #include "fastcgi.h"
 #include "file_path.h"
+#include "pool.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +58,15 @@ struct fastcgi_script {
 enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char *target, size_t length,
                                       const struct fastcgi_settings *settings,
                                       struct fastcgi_script *script);
+
+/* A site's FastCGI backends and settings (struct pool's fastcgi). */
+struct fastcgi_pool {
+    struct pool pool;                 /* its protocol &backend_fastcgi */
+    struct fastcgi_settings settings;
+};
+
+/* Frees f's pool and settings, and f (config_fastcgi.c); NULL is fine. */
+void fastcgi_pool_free(struct fastcgi_pool *f);
 
 /* What a request to a FastCGI backend carries (relay_private.h's
  * x->fastcgi): its script and the reading of the response

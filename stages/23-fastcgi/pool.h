@@ -17,6 +17,7 @@
 
 struct backend_protocol;
 struct health_check;
+struct fastcgi_pool;
 struct stats_backend;
 struct upstream;
 
@@ -71,6 +72,8 @@ struct pool {
     int root_fd;                /* root, open (O_PATH); -1: a pool of backends */
     struct site_output output;  /* compress, headers, error_pages: the pool's own over the top level's */
     struct access_settings access; /* allow, deny, basic_auth, max_body_size (stage 22) */
+    struct fastcgi_pool *fastcgi; /* a pool of files whose scripts run on FastCGI backends
+                                     (fastcgi_script.h, config_fastcgi.c); NULL: none */
 };
 
 /* A pool with a name, from the config's `pools`. */
