@@ -345,12 +345,16 @@ static bool stdout_bytes(struct relay *relay, const char *data, size_t len)
         return false;
     }
     x->fastcgi->head_done = true;
+    /* The exchange reads the head's fields in x->response_head
+     * (buffering.c): the HTTP head goes there; the script's bytes after
+     * its CGI head are the body's first. */
     struct buffer rest = x->response_head;
-    x->response_head = (struct buffer)BUFFER_INIT;
-    bool on = send_head(relay, buffer_bytes(&http), buffer_length(&http));
-    buffer_free(&http);
-    if (on)
+    x->response_head = http;
+    bool on = send_head(relay, buffer_bytes(&x->response_head), buffer_length(&x->response_head));
+    if (on) {
+        buffer_free(&x->response_head);
         body_bytes(relay, buffer_bytes(&rest) + used, buffer_length(&rest) - (size_t)used);
+    }
     buffer_free(&rest);
     return on;
 }
