@@ -65,6 +65,10 @@ STDERR_PHP = """<?php
 error_log("a note from the script 7f3a");
 echo "done\\n";
 """
+SLOW_PHP = """<?php
+sleep(5);
+echo "late\\n";
+"""
 PLANTED = b"GIF89a<?php echo 'PLANTED-CODE-RAN'; ?>\n"
 CSS = b"body { color: #123456; }\n"
 
@@ -74,7 +78,8 @@ def root(tmp_path):
     www = tmp_path / "www"
     (www / "uploads").mkdir(parents=True)
     for name, text in {"index.php": ENV_PHP, "env.php": ENV_PHP, "echo.php": ECHO_PHP, "big.php": BIG_PHP,
-                       "cookies.php": COOKIES_PHP, "redirect.php": REDIRECT_PHP, "stderr.php": STDERR_PHP}.items():
+                       "cookies.php": COOKIES_PHP, "redirect.php": REDIRECT_PHP, "stderr.php": STDERR_PHP,
+                       "slow.php": SLOW_PHP}.items():
         (www / name).write_text(text)
     (www / "style.css").write_bytes(CSS)
     (www / "uploads" / "cat.jpg").write_bytes(PLANTED)
@@ -127,11 +132,11 @@ def fpm(tmp_path):
     server.stop()
 
 
-def php_site(start_proxy, root, fpm, **fastcgi):
+def php_site(start_proxy, root, fpm, options=None, **fastcgi):
     """rsp with the site php.test: files from root, scripts on fpm."""
     settings = {"backends": [f"{LOOPBACK}:{fpm.port}"], **fastcgi}
     site = {"root": str(root), "fastcgi": settings, "max_body_size": 32 * MiB}
-    return start_proxy(sites={HOST: site})
+    return start_proxy(sites={HOST: site}, **(options or {}))
 
 
 def params_of(response):
@@ -345,3 +350,167 @@ def test_fastcgi_config_errors(rsp, tmp_path, fastcgi, setting):
     result, path = check(rsp, tmp_path, f"sites = {{ ['php.test'] = {{ root = {lua_string(str(root))}, "
                                         f"fastcgi = {fastcgi} }} }}")
     assert_config_error(result, path, setting)
+
+
+def test_tls_and_http2(start_proxy, tmp_path, root, fpm):
+    """Over TLS HTTPS=on; an HTTP/2 stream gets the script's output as
+    DATA (SERVER_PROTOCOL HTTP/2.0), large output too."""
+    from files_util import WWW, h2_client, start_tls_proxy
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}}
+    proxy = start_tls_proxy(start_proxy, tmp_path, sites={WWW: site})
+    with h2_client(proxy) as c:
+        env, big = c.get("/env.php?h=2"), c.get("/big.php?mib=8")
+    assert env.status == 200, env.status
+    p = dict(line.split("=", 1) for line in env.body.decode().splitlines())
+    assert (p["HTTPS"], p["SERVER_PROTOCOL"], p["QUERY_STRING"], p["SERVER_NAME"]) == ("on", "HTTP/2.0", "h=2", WWW)
+    assert big.status == 200 and len(big.body) == 8 * MiB
+    assert big.body[:16] == b"0123456789abcdef" and big.body[-16:] == b"0123456789abcdef"
+
+
+def test_head_and_response_timeout(start_proxy, root, fpm):
+    """HEAD gets the script's head and no body; a script slower than
+    response_timeout gets 504, and the next request is served."""
+    proxy = php_site(start_proxy, root, fpm, options={"response_timeout": 1})
+    with Conn(proxy.port, host=HOST) as c:
+        head = c.request("HEAD", "/cookies.php")
+        after = c.get("/env.php")
+    assert head.status == 404 and head.body == b"" and head.header_values("Set-Cookie") == ["first=1", "second=2"]
+    assert params_of(after)["REQUEST_METHOD"] == "GET"
+    with Conn(proxy.port, host=HOST) as c:
+        slow = c.get("/slow.php")
+    assert slow.status == 504, slow.status
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+
+
+# -- a FastCGI responder of the test's own, for what php-fpm never sends -----------------
+
+
+def record(rtype, content=b"", request_id=1, version=1, padding=None):
+    """One FastCGI record's bytes (padded to 8 unless padding is given)."""
+    import struct
+    pad = (8 - len(content) % 8) % 8 if padding is None else padding
+    return struct.pack(">BBHHBB", version, rtype, request_id, len(content), pad, 0) + content + b"\0" * pad
+
+
+def end_request(protocol_status=0, app_status=0):
+    import struct
+    return record(3, struct.pack(">IB3x", app_status, protocol_status))
+
+
+class Responder:
+    """A FastCGI responder on 127.0.0.1 that reads each request (records
+    until the empty STDIN) and answers with answers[i] for the i-th request
+    on any connection (then closes if it was the last one). Counts the
+    connections and remembers each BEGIN_REQUEST's flags."""
+
+    def __init__(self, answers):
+        import socket
+        import threading
+        self.answers = list(answers)
+        self.connections = 0
+        self.keep_flags = []
+        self.listener = socket.socket()
+        self.listener.bind((LOOPBACK, 0))
+        self.listener.listen(16)
+        self.host, self.port = LOOPBACK, self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_request(self, conn, pending):
+        import struct
+        while True:
+            while len(pending) >= 8:
+                _, rtype, _, length, pad, _ = struct.unpack(">BBHHBB", pending[:8])
+                if len(pending) < 8 + length + pad:
+                    break
+                content = pending[8:8 + length]
+                pending = pending[8 + length + pad:]
+                if rtype == 1:
+                    self.keep_flags.append(content[2] & 1)
+                if rtype == 5 and length == 0:
+                    return pending
+            data = conn.recv(65536)
+            if not data:
+                return None
+            pending += data
+
+    def _serve(self):
+        while self.answers:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            pending = b""
+            with conn:
+                while self.answers:
+                    pending = self._read_request(conn, pending)
+                    if pending is None:
+                        break
+                    conn.sendall(self.answers.pop(0))
+
+    def close(self):
+        self.listener.close()
+
+
+HELLO = record(6, b"Content-Type: text/plain\r\n\r\nhello") + record(6) + end_request()
+
+
+def responder_site(start_proxy, tmp_path, responder):
+    www = tmp_path / "fake"
+    www.mkdir()
+    (www / "index.php").write_text("<?php")
+    backend = f"{LOOPBACK}:{responder.port}"
+    return start_proxy(sites={HOST: {"root": str(www), "fastcgi": {"backends": [backend]}}})
+
+
+def test_connection_kept_with_keep_conn(start_proxy, tmp_path):
+    """KEEP_CONN is asked, and after a clean END_REQUEST the connection
+    carries the next request."""
+    responder = Responder([HELLO, HELLO, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    for _ in range(3):
+        with Conn(proxy.port, host=HOST) as c:
+            r = c.get("/")
+            assert r.status == 200 and r.decoded == b"hello"
+    assert responder.keep_flags == [1, 1, 1]
+    assert responder.connections == 1, f"{responder.connections} connections for 3 requests"
+    responder.close()
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\n\r\n",
+    record(6, b"Content-Type: text/plain\r\n\r\nx", version=2) + end_request(),
+    record(6, b"Content-Type: text/plain\r\n\r\nx", request_id=2) + end_request(),
+    record(4, b"") + end_request(),
+    record(3, b"\0" * 7) + end_request(),
+    end_request(protocol_status=2),
+    record(6, b"no head here\r\n\r\n") + end_request(),
+    record(6, b"Status: 99 Odd\r\n\r\n") + end_request(),
+    record(6, b"Content-Type: text/plain\r\n") + end_request(),
+], ids=["http", "version-2", "request-id-2", "params-back", "short-end", "overloaded", "not-a-cgi-head",
+        "bad-status", "end-before-head-ends"])
+def test_malformed_answers_get_502(start_proxy, tmp_path, answer):
+    responder = Responder([answer, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+    assert r.status == 502, r.status
+    with Conn(proxy.port, host=HOST) as c:
+        again = c.get("/")
+    assert again.status == 200 and again.decoded == b"hello"
+    assert responder.connections == 2, "the connection that carried nonsense is not reused"
+    responder.close()
+
+
+def test_malformed_after_the_head_cuts_off(start_proxy, tmp_path):
+    answer = record(6, b"Content-Type: text/plain\r\n\r\npartial") + record(6, b"x", version=9)
+    responder = Responder([answer, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+    assert r.status == 200 and not r.complete, "the client sees the response end before its end"
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/").decoded == b"hello"
+    responder.close()
