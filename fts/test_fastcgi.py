@@ -105,7 +105,8 @@ class PhpFpm:
             "pm = static\n"
             "pm.max_children = 2\n"
             "clear_env = no\n"
-            "catch_workers_output = yes\n")
+            "catch_workers_output = yes\n"
+            "ping.path = /ping\n")
         self.process = None
         self.start()
 
@@ -514,3 +515,22 @@ def test_malformed_after_the_head_cuts_off(start_proxy, tmp_path):
     with Conn(proxy.port, host=HOST) as c:
         assert c.get("/").decoded == b"hello"
     responder.close()
+
+
+def test_health_check_over_fastcgi(start_proxy, root, fpm):
+    """A fastcgi pool's health_check asks php-fpm in FastCGI records (its
+    ping.path): php-fpm stopped is marked down (503 at once), restarted
+    is marked up and served."""
+    proxy = php_site(start_proxy, root, fpm,
+                     health_check={"path": "/ping", "interval": 0.2, "timeout": 1, "rise": 1, "fall": 1})
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+    assert f"backend {LOOPBACK}:{fpm.port} is down" not in proxy.stderr(), "php-fpm answers its ping"
+    fpm.stop()
+    wait_for_log(proxy, f"backend {LOOPBACK}:{fpm.port} is down: health check failed", 10)
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/env.php").status == 503
+    fpm.start()
+    wait_for_log(proxy, f"backend {LOOPBACK}:{fpm.port} is up: health check passed", 10)
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"

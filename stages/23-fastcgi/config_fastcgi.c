@@ -8,7 +8,10 @@
  *       params = { APP_ENV = "prod" },    -- extra FastCGI params
  *   } } }
  *
- * It needs the site's `root`: the scripts are files beneath it. */
+ * It needs the site's `root`: the scripts are files beneath it. Its
+ * health_check (or the top level's) asks each backend for its path in
+ * FastCGI records (php-fpm answers its ping.path with "pong"; a 404 for a
+ * script it has not got still shows it up). */
 #include "config.h"
 
 #include "backend_protocol.h"
@@ -186,7 +189,8 @@ static int read_params(lua_State *L, const char *path, const char *setting, stru
 int config_read_fastcgi(lua_State *L, const char *path, const char *setting, const struct config *config,
                         struct pool *pool)
 {
-    static const char *const fields[] = { "backends", "balance", "index", "extensions", "params", NULL };
+    static const char *const fields[] = { "backends", "balance", "health_check", "index", "extensions", "params",
+                                          NULL };
     char name[340];
     int rc = -1;
 
@@ -211,6 +215,7 @@ int config_read_fastcgi(lua_State *L, const char *path, const char *setting, con
             f->pool.down_time = config->default_pool.down_time;
             rc = config_read_pool_table(L, path, name, config, &f->pool);
             f->pool.protocol = &backend_fastcgi;
+            f->pool.health.fastcgi = true;
             if (rc == 0)
                 rc = read_index(L, path, name, &f->settings);
             if (rc == 0)

@@ -55,6 +55,8 @@ struct health_settings {
     double timeout;             /* seconds a check may take */
     unsigned rise;              /* passes in a row that bring a backend back */
     unsigned fall;              /* failures in a row that mark it down */
+    bool fastcgi;               /* the pool speaks FastCGI: the check asks for path in
+                                   records and reads the CGI head's Status (health.c) */
 };
 
 enum balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
