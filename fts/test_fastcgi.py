@@ -534,3 +534,12 @@ def test_health_check_over_fastcgi(start_proxy, root, fpm):
     wait_for_log(proxy, f"backend {LOOPBACK}:{fpm.port} is up: health check passed", 10)
     with Conn(proxy.port, host=HOST) as c:
         assert params_of(c.get("/env.php"))["script"] == "env.php"
+
+
+def test_backend_speaks_one_protocol(rsp, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    result, path = check(rsp, tmp_path, f"sites = {{ ['php.test'] = {{ root = {lua_string(str(root))}, "
+                                        "fastcgi = { backends = { '127.0.0.1:9000' } } }, "
+                                        "['app.test'] = { backends = { '127.0.0.1:9000' } } }")
+    assert_config_error(result, path, 'sites["php.test"].fastcgi.backends', words=["127.0.0.1:9000", "protocol"])

@@ -18,6 +18,8 @@
 #include "config_read.h"
 #include "fastcgi_script.h"
 
+#include "router.h"
+
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +228,40 @@ int config_read_fastcgi(lua_State *L, const char *path, const char *setting, con
     }
     lua_pop(L, 1);
     return rc;
+}
+
+/* The site whose fastcgi pool is `pool`, or NULL. */
+static const struct site *fastcgi_site(const struct config *config, const struct pool *pool)
+{
+    for (size_t i = 0; i < config->router.count; i++)
+        if (config->router.sites[i].own.fastcgi != NULL && &config->router.sites[i].own.fastcgi->pool == pool)
+            return &config->router.sites[i];
+    return NULL;
+}
+
+int config_check_fastcgi_backends(const char *path, struct config *config)
+{
+    const struct pool *a, *b;
+
+    for (size_t i = 0; (a = config_pool_at(config, i)) != NULL; i++) {
+        if (a->protocol != &backend_fastcgi)
+            continue;
+        for (size_t j = 0; (b = config_pool_at(config, j)) != NULL; j++) {
+            if (b->protocol == &backend_fastcgi)
+                continue;
+            for (size_t k = 0; k < a->count; k++)
+                for (size_t m = 0; m < b->count; m++)
+                    if (a->backends[k] == b->backends[m]) {
+                        const struct site *site = fastcgi_site(config, a);
+                        config_error(path, "setting 'sites[\"%s%.100s\"].fastcgi.backends'[%zu]: %s is also an "
+                                           "HTTP backend of another pool; a backend speaks one protocol",
+                                     site != NULL && site->wildcard ? "*" : "", site != NULL ? site->name : "?",
+                                     k + 1, a->backends[k]->name);
+                        return -1;
+                    }
+        }
+    }
+    return 0;
 }
 
 void fastcgi_pool_free(struct fastcgi_pool *f)

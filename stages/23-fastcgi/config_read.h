@@ -112,6 +112,11 @@ int config_read_pool_table(lua_State *L, const char *path, const char *setting,
 int config_read_fastcgi(lua_State *L, const char *path, const char *setting, const struct config *config,
                         struct pool *pool);
 
+/* A backend speaks one protocol: one named both by a `fastcgi` and by a
+ * pool of HTTP backends would share its idle connections and its health
+ * check between them. Returns 0, or -1 after config_error naming it. */
+int config_check_fastcgi_backends(const char *path, struct config *config);
+
 /* Reads fields compress, headers and error_pages of the table at index t
  * into *out, starting from a copy of *above: compress and error_pages
  * replace the copy's, headers merge into it by name. `prefix` comes
