@@ -543,3 +543,15 @@ def test_backend_speaks_one_protocol(rsp, tmp_path):
                                         "fastcgi = { backends = { '127.0.0.1:9000' } } }, "
                                         "['app.test'] = { backends = { '127.0.0.1:9000' } } }")
     assert_config_error(result, path, 'sites["php.test"].fastcgi.backends', words=["127.0.0.1:9000", "protocol"])
+
+
+def test_status_shows_the_fastcgi_pool(start_proxy, root, fpm):
+    from test_status import start_with_status, status_json
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}}
+    proxy = start_with_status(start_proxy, sites={HOST: site})
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+    pools = {p["name"]: p for p in status_json(proxy)["pools"]}
+    assert f"{HOST} fastcgi" in pools, list(pools)
+    backends = pools[f"{HOST} fastcgi"]["backends"]
+    assert [b["name"] for b in backends] == [f"{LOOPBACK}:{fpm.port}"], backends
