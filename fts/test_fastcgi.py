@@ -555,3 +555,34 @@ def test_status_shows_the_fastcgi_pool(start_proxy, root, fpm):
     assert f"{HOST} fastcgi" in pools, list(pools)
     backends = pools[f"{HOST} fastcgi"]["backends"]
     assert [b["name"] for b in backends] == [f"{LOOPBACK}:{fpm.port}"], backends
+
+
+def test_script_content_length(start_proxy, tmp_path):
+    """A script's Content-Length goes to the client: bytes beyond it are
+    dropped (the FastCGI connection stays good); fewer is a cut-off."""
+    longer = record(6, b"Content-Length: 3\r\n\r\nabcdef") + record(6) + end_request()
+    shorter = record(6, b"Content-Length: 10\r\n\r\nabc") + record(6) + end_request()
+    responder = Responder([longer, HELLO, shorter, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+        assert r.status == 200 and r.framing == "length" and r.body == b"abc"
+        assert c.get("/").decoded == b"hello"
+    with Conn(proxy.port, host=HOST) as c:
+        cut = c.get("/")
+    assert cut.status == 200 and not cut.complete
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/").decoded == b"hello"
+    assert responder.connections == 2, "only the connection of the short response is given up"
+    responder.close()
+
+
+def test_compressed_script_output(start_proxy, root, fpm):
+    import gzip
+    (root / "page.php").write_text('<?php header("Content-Type: text/html"); echo str_repeat("<p>hello</p>", 500);')
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}, "compress": True}
+    proxy = start_proxy(sites={HOST: site})
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/page.php", headers=[("Accept-Encoding", "gzip")])
+    assert r.status == 200 and r.header("Content-Encoding") == "gzip"
+    assert gzip.decompress(r.decoded) == b"<p>hello</p>" * 500
