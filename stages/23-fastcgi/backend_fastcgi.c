@@ -380,7 +380,10 @@ static void end_request(struct relay *relay, const struct fcgi_event *ev, size_t
         broken(relay, "ended the request before the end of its Content-Length");
         return;
     }
-    x->upstream_reusable = x->fastcgi->keep && left == 0;
+    /* Reusable when asked, cleanly ended, and the whole request went:
+     * STDIN records still to come would reach php-fpm as the next
+     * request's first bytes. */
+    x->upstream_reusable = x->fastcgi->keep && left == 0 && x->request_sent > 0;
     exchange_response_finished(relay);
 }
 
