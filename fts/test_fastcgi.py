@@ -355,17 +355,22 @@ def test_fastcgi_config_errors(rsp, tmp_path, fastcgi, setting):
 
 def test_tls_and_http2(start_proxy, tmp_path, root, fpm):
     """Over TLS HTTPS=on; an HTTP/2 stream gets the script's output as
-    DATA (SERVER_PROTOCOL HTTP/2.0), large output too."""
+    DATA (SERVER_PROTOCOL HTTP/2.0), large output too; an upload on a
+    stream reaches PHP whole."""
     from files_util import WWW, h2_client, start_tls_proxy
     site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}}
     proxy = start_tls_proxy(start_proxy, tmp_path, sites={WWW: site})
+    upload = pattern(200000)
     with h2_client(proxy) as c:
         env, big = c.get("/env.php?h=2"), c.get("/big.php?mib=8")
+        echoed = c.wait_ended(c.request("POST", "/echo.php", body=upload))
     assert env.status == 200, env.status
     p = dict(line.split("=", 1) for line in env.body.decode().splitlines())
     assert (p["HTTPS"], p["SERVER_PROTOCOL"], p["QUERY_STRING"], p["SERVER_NAME"]) == ("on", "HTTP/2.0", "h=2", WWW)
     assert big.status == 200 and len(big.body) == 8 * MiB
     assert big.body[:16] == b"0123456789abcdef" and big.body[-16:] == b"0123456789abcdef"
+    assert echoed.status == 200
+    assert_same_bytes(echoed.body, upload, "an HTTP/2 upload (no Content-Length: read whole) echoed by PHP")
 
 
 def test_head_and_response_timeout(start_proxy, root, fpm):
