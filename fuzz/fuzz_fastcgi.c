@@ -10,7 +10,10 @@
  *  - split-blind: the input fed whole, byte by byte and in two halves
  *    gives the same STDOUT bytes, STDERR bytes, END_REQUEST (app status,
  *    protocol status) and the same verdict (refused or not);
- *  - once refused, or once END_REQUEST came, nothing more is accepted.
+ *  - once refused, or once END_REQUEST came, nothing more is accepted;
+ *  - the STDOUT, and the input itself, read as a CGI head
+ *    (fcgi_cgi_head): a head's length within the bytes, the last 64
+ *    shorter prefixes incomplete, the HTTP head written ended by CRLF CRLF.
  *
  * Build and run: see fuzz/README.md. */
 #include "fastcgi.h"
@@ -106,6 +109,25 @@ static void release(struct outcome *o)
     buffer_free(&o->err);
 }
 
+/* The CGI head properties of script output d[0..n) (see the top). */
+static void cgi_head(const char *d, size_t n)
+{
+    struct buffer http = BUFFER_INIT;
+    ssize_t used = fcgi_cgi_head(d, n, &http);
+
+    CHECK(used <= (ssize_t)n, "a head of %zd bytes in %zu", used, n);
+    if (used > 0) {
+        size_t h = buffer_length(&http);
+        CHECK(h >= 4 && memcmp(buffer_bytes(&http) + h - 4, "\r\n\r\n", 4) == 0, "an HTTP head without its end");
+        for (size_t k = (size_t)used > 64 ? (size_t)used - 64 : 0; k < (size_t)used; k++) {
+            struct buffer part = BUFFER_INIT;
+            CHECK(fcgi_cgi_head(d, k, &part) == 0, "a prefix of %zu of a %zd-byte head was not incomplete", k, used);
+            buffer_free(&part);
+        }
+    }
+    buffer_free(&http);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     struct outcome whole, part;
@@ -117,6 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         same(&whole, &part, steps[i]);
         release(&part);
     }
+    cgi_head(buffer_bytes(&whole.out), buffer_length(&whole.out));
+    cgi_head((const char *)data, len);
     release(&whole);
     return 0;
 }
