@@ -96,6 +96,8 @@ PACKAGES=(
   python3-brotli         # brotli in Python, for the compression tests' streaming reads
   python3-zstandard      # zstd in Python, for the compression tests' streaming reads
   caddy                  # bench/files compares rsp's file serving and compression with Caddy's
+  php8.2-fpm             # a FastCGI responder the tests put rsp in front of (test_fastcgi.py, chapter 23)
+  php8.2-cli             # php-fpm's PHP, and the command line for trying scripts
 )
 
 if [ "$mode" = build ]; then

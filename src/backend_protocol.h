@@ -12,7 +12,7 @@
  *     exchange <--head, body, end-- protocol <--bytes-- backend
  *
  * A pool says which protocol its backends speak (struct pool's
- * protocol). HTTP/1.1 (backend_http1.c) is the only one so far. */
+ * protocol): HTTP/1.1 (backend_http1.c), or FastCGI (backend_fastcgi.c). */
 #ifndef RSP_BACKEND_PROTOCOL_H
 #define RSP_BACKEND_PROTOCOL_H
 
@@ -58,5 +58,8 @@ struct backend_protocol {
 
 /* HTTP/1.1 (backend_http1.c). */
 extern const struct backend_protocol backend_http1;
+
+/* FastCGI (backend_fastcgi.c): a site's `fastcgi` pool. */
+extern const struct backend_protocol backend_fastcgi;
 
 #endif

@@ -474,7 +474,7 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
     static const char *const fields[] = { "backends", "balance", "pool", "health_check", "aliases",
                                           "access_log", "access_log_format", "root", "compress", "hash_key",
                                           "headers", "error_pages", "limit_req", "allow", "deny",
-                                          "basic_auth", "max_body_size", NULL };
+                                          "basic_auth", "max_body_size", "fastcgi", NULL };
     int rc = 0;
 
     config_field(L, -1, "pool");
@@ -483,6 +483,8 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         site->own.down_time = config->default_pool.down_time;
         site->pool = &site->own;
         rc = read_pool_table(L, path, setting, config, &site->own);
+        if (rc == 0)
+            rc = config_read_fastcgi(L, path, setting, config, &site->own);
         /* after the checks above, which explain a bare list better */
         return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
     }
@@ -511,6 +513,8 @@ static int read_site_pool(lua_State *L, const char *path, const char *setting, s
         lua_pop(L, 5);
     }
     lua_pop(L, 1);
+    if (rc == 0)
+        rc = config_read_fastcgi(L, path, setting, config, NULL);
     return rc == 0 ? config_check_fields(L, path, setting, fields) : rc;
 }
 
@@ -742,3 +746,8 @@ out:
     return rc;
 }
 
+int config_read_pool_table(lua_State *L, const char *path, const char *setting,
+                           const struct config *config, struct pool *pool)
+{
+    return read_pool_table(L, path, setting, config, pool);
+}

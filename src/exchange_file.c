@@ -104,6 +104,11 @@ static const char *target_path(const struct request_view *view, size_t *length)
     return t;
 }
 
+const char *exchange_file_target(const struct request_view *view, size_t *length)
+{
+    return target_path(view, length);
+}
+
 /* Answers with a response of rsp's own that reply_append wrote into
  * answer (or 500 if writing it ran out of memory: rc -1). The connection
  * stays if the request was read whole and may. */

@@ -87,6 +87,18 @@ void exchange_connect_finished(struct relay *relay);
  * 500). */
 void exchange_serve_file(struct relay *relay);
 
+/* The request's target as a path for file_open (the origin form; an
+ * absolute form's path and query), its length in *length. */
+const char *exchange_file_target(const struct request_view *view, size_t *length);
+
+/* exchange_fastcgi.c */
+
+/* A request to a pool of files with `fastcgi` (x->pool->fastcgi): decides
+ * what runs (fastcgi_script.h). A script to run: x->fastcgi set and
+ * x->pool the FastCGI pool, and true. A file (or a directory's 301): x->pool
+ * kept, and true. Otherwise the request was answered (403, 404, 500): false. */
+bool exchange_fastcgi_route(struct relay *relay);
+
 /* The checks of who may enter (exchange_access.c), once the pool is
  * known: allow/deny (403), then basic_auth (401), then a Content-Length
  * over max_body_size (413); sets x->max_body. Returns true if the request

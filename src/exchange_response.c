@@ -55,7 +55,9 @@ void exchange_backend_body(struct relay *relay, const char *data, size_t len)
 {
     struct exchange *x = relay->x;
 
-    if (!x->dechunk && !x->replaced) /* a replaced answer's body is dropped */
+    /* A replaced answer's body is dropped; a dechunked one goes through
+     * the framer's on_data, unless the protocol gave its bytes alone. */
+    if ((!x->dechunk || !x->pool->protocol->passes_through) && !x->replaced)
         to_filters(relay, data, len);
 }
 
@@ -95,7 +97,10 @@ int exchange_backend_head(struct relay *relay, const char *buf, const struct res
     x->upstream_reusable = !info.backend_closes && !upgrading;
     struct response_head_options options = {
         .upgrade = upgrading,
-        .dechunk = (x->minor_version == 0 || relay->client_ops->is_stream) && info.framing == FRAMING_CHUNKED,
+        /* A protocol that does not pass the body through gives its bytes
+         * alone: rsp frames them for every client. */
+        .dechunk = (x->minor_version == 0 || relay->client_ops->is_stream || !x->pool->protocol->passes_through) &&
+                   info.framing == FRAMING_CHUNKED,
         .replace_hsts = relay->tls && relay->config->tls.hsts_line[0] != '\0',
     };
     x->keep_client = x->phase == PHASE_SENT && info.framing != FRAMING_CLOSE && !upgrading &&

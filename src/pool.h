@@ -17,6 +17,7 @@
 
 struct backend_protocol;
 struct health_check;
+struct fastcgi_pool;
 struct stats_backend;
 struct upstream;
 
@@ -43,6 +44,7 @@ struct backend {
                                     of rsp (stats.h): down, retry_at, failing */
     struct health_check *check; /* its active check, or NULL (health.c) */
     const struct health_settings *check_wanted; /* scratch for generation_install */
+    double stderr_logged;       /* a FastCGI script's STDERR was last logged (backend_fastcgi.c) */
 };
 
 /* Active health checks of a pool's backends (health.c). */
@@ -53,6 +55,8 @@ struct health_settings {
     double timeout;             /* seconds a check may take */
     unsigned rise;              /* passes in a row that bring a backend back */
     unsigned fall;              /* failures in a row that mark it down */
+    bool fastcgi;               /* the pool speaks FastCGI: the check asks for path in
+                                   records and reads the CGI head's Status (health.c) */
 };
 
 enum balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN, BALANCE_HASH };
@@ -80,6 +84,8 @@ struct pool {
     int root_fd;                /* root, open (O_PATH); -1: a pool of backends */
     struct site_output output;  /* compress, headers, error_pages: the pool's own over the top level's */
     struct access_settings access; /* allow, deny, basic_auth, max_body_size (stage 22) */
+    struct fastcgi_pool *fastcgi; /* a pool of files whose scripts run on FastCGI backends
+                                     (fastcgi_script.h, config_fastcgi.c); NULL: none */
 };
 
 /* A pool with a name, from the config's `pools`. */

@@ -465,6 +465,9 @@ int relay_start(int client_fd, const struct sockaddr *address, socklen_t length,
     relay_time_start(relay);
     relay->head = (struct buffer)BUFFER_INIT;
     net_address_text(address, relay->client_address, sizeof relay->client_address);
+    relay->client_port = address->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)address)->sin6_port)
+                         : address->sa_family == AF_INET ? ntohs(((const struct sockaddr_in *)address)->sin_port)
+                                                         : 0;
     snprintf(relay->server_port, sizeof relay->server_port, "%s", server_port);
     connection_init(&relay->client, client_fd, false, relay_handle, relay);
     relay->client_ops = tls ? &http1_tls_client : &http1_client;

@@ -2,6 +2,8 @@
  * up once per request from the shared counters and the config in service. */
 #include "status_private.h"
 
+#include "fastcgi_script.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +172,11 @@ void status_for_each_pool(struct out *o, const struct status_view *v, pool_fn fn
             continue;
         snprintf(name, sizeof name, "%s%s", site->wildcard ? "*" : "", site->name);
         fn(o, v, name, &site->own, &first);
+        /* Its scripts' FastCGI backends: a pool of their own. */
+        if (site->own.fastcgi != NULL) {
+            snprintf(name, sizeof name, "%s%.100s fastcgi", site->wildcard ? "*" : "", site->name);
+            fn(o, v, name, &site->own.fastcgi->pool, &first);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
  * one lets go. */
 #include "backend.h"
 
+#include "fastcgi_script.h"
 #include "health.h"
 #include "net.h"
 #include "stats.h"
@@ -28,6 +29,8 @@ void pool_free(struct pool *pool)
     free(pool->root);
     pool->root = NULL;
     pool->root_fd = -1;
+    fastcgi_pool_free(pool->fastcgi);
+    pool->fastcgi = NULL;
 }
 
 /* True if both lists hold the same addresses in the same order. */

@@ -9,6 +9,7 @@
 #include "cidr.h"
 #include "config_read.h"
 #include "config_settings.h"
+#include "fastcgi_script.h"
 #include "mime.h"
 #include "net.h"
 #include "route.h"
@@ -290,7 +291,7 @@ int config_load_text(const char *path, const char *text, size_t length, struct c
         config_read_access(L, path, LUA_GLOBALSINDEX, "", true, &config->access) == 0 &&
         config_read_default_site(L, path, config) == 0 &&
         config_read_pools(L, path, config) == 0 &&
-        config_read_sites(L, path, config) == 0 &&
+        config_read_sites(L, path, config) == 0 && config_check_fastcgi_backends(path, config) == 0 &&
         config_read_scaling(L, path, config) == 0 && config_read_tls(L, path, config) == 0 &&
         read_route(L, path, &has_route) == 0) {
         if (config->router.fallback == NULL && config->router.count == 0 && !has_route)
@@ -339,6 +340,8 @@ struct pool *config_pool_at(struct config *config, size_t i)
         struct site *site = &config->router.sites[j];
         if (site->pool == &site->own && i-- == 0)
             return &site->own;
+        if (site->pool == &site->own && site->own.fastcgi != NULL && i-- == 0)
+            return &site->own.fastcgi->pool;
     }
     return NULL;
 }

@@ -99,6 +99,24 @@ void config_free_acme(struct acme_settings *a);
  * wrong (config_files.c). */
 int config_read_root(lua_State *L, const char *path, int t, const char *setting, struct pool *pool);
 
+/* Reads the pool table on top of the stack (backends or root, balance,
+ * health_check) into pool (config_pools.c). Returns 0, or -1 after
+ * config_error. */
+int config_read_pool_table(lua_State *L, const char *path, const char *setting,
+                           const struct config *config, struct pool *pool);
+
+/* Reads `fastcgi` of the site table on top of the stack (setting names
+ * the site) into pool->fastcgi; pool: the site's own pool (its root set),
+ * or NULL when the site names a pool, which is an error if it has
+ * `fastcgi` (config_fastcgi.c). Returns 0, or -1 after config_error. */
+int config_read_fastcgi(lua_State *L, const char *path, const char *setting, const struct config *config,
+                        struct pool *pool);
+
+/* A backend speaks one protocol: one named both by a `fastcgi` and by a
+ * pool of HTTP backends would share its idle connections and its health
+ * check between them. Returns 0, or -1 after config_error naming it. */
+int config_check_fastcgi_backends(const char *path, struct config *config);
+
 /* Reads fields compress, headers and error_pages of the table at index t
  * into *out, starting from a copy of *above: compress and error_pages
  * replace the copy's, headers merge into it by name. `prefix` comes

@@ -355,6 +355,8 @@ void exchange_free(struct relay *relay)
     request_info_free(&x->info);
     free(x->response);
     x->response = NULL;
+    free(x->fastcgi);
+    x->fastcgi = NULL;
     buffer_free(&x->response_head);
     buffer_free(&x->replay);
     buffering_free(relay);

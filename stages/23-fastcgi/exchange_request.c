@@ -415,6 +415,8 @@ static void request_ready(struct relay *relay)
     }
     if (!exchange_admit(relay))
         return;
+    if (x->pool->fastcgi != NULL && !exchange_fastcgi_route(relay))
+        return;
     if (x->pool->root_fd >= 0) {
         exchange_serve_file(relay); /* a pool of files: no backend */
         return;

@@ -161,6 +161,7 @@ static struct relay *stream_new(struct relay *conn, int32_t id)
     stream->x = (struct exchange *)&exchange_idle;
     stream->head = (struct buffer)BUFFER_INIT;
     memcpy(stream->client_address, conn->client_address, sizeof stream->client_address);
+    stream->client_port = conn->client_port;
     memcpy(stream->server_port, conn->server_port, sizeof stream->server_port);
     connection_init_none(&stream->client);
     stream->client.read_done = stream->client.write_done = false;

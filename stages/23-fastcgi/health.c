@@ -11,6 +11,7 @@
  * backend that black-holes its SYNs costs one timer, not a stalled proxy. */
 #include "health.h"
 
+#include "fastcgi.h"
 #include "http.h"
 #include "log.h"
 #include "net.h"
@@ -38,8 +39,9 @@ struct health_check {
     double started;                      /* when this check began */
     char request[1024];
     size_t request_length, sent;
-    char answer[256];                    /* the start of the response */
+    char answer[1024];                   /* the start of the response (FastCGI: of its STDOUT) */
     size_t answer_length;
+    struct fcgi_parser fcgi;             /* FastCGI: the records read */
     unsigned passes, failures;           /* in a row */
 };
 
@@ -162,6 +164,65 @@ static void read_answer(struct health_check *check)
     }
 }
 
+/* FastCGI: the status the CGI head in the answer says (200 without
+ * Status); 0 while it is not whole; -1 if it is not a CGI head. */
+static int cgi_status(const struct health_check *check)
+{
+    struct buffer http = BUFFER_INIT;
+    ssize_t n = fcgi_cgi_head(check->answer, check->answer_length, &http);
+    int status = n > 0 ? http_parse_status_line(buffer_bytes(&http), buffer_length(&http), buffer_length(&http))
+                       : (int)n;
+
+    buffer_free(&http);
+    return status;
+}
+
+/* FastCGI: reads records until the CGI head is whole (its Status judged
+ * as an HTTP status line is) or the request ends. */
+static void read_fastcgi_answer(struct health_check *check)
+{
+    char data[4096];
+
+    for (;;) {
+        ssize_t n = read(check->handler.fd, data, sizeof data);
+        size_t at = 0;
+
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            check_done(check, false, n == 0 ? "closed without answering" : strerror(errno));
+            return;
+        }
+        while (at < (size_t)n) {
+            struct fcgi_event ev;
+            size_t used, room = sizeof check->answer - check->answer_length;
+            enum fcgi_result rc = fcgi_parse(&check->fcgi, data + at, (size_t)n - at, &used, &ev);
+
+            at += used;
+            if (rc == FCGI_ERROR) {
+                check_done(check, false, check->fcgi.error);
+                return;
+            }
+            if (rc == FCGI_EVENT && ev.kind == FCGI_EVENT_STDOUT) {
+                size_t take = ev.length < room ? ev.length : room;
+                memcpy(check->answer + check->answer_length, ev.data, take);
+                check->answer_length += take;
+            }
+            int status = cgi_status(check);
+            if (rc == FCGI_EVENT && ev.kind == FCGI_EVENT_END && status == 0)
+                status = ev.protocol_status == FCGI_REQUEST_COMPLETE ? -1 : 503;
+            if (status == 0 && check->answer_length == sizeof check->answer)
+                status = -1;
+            if (status != 0) {
+                judge_answer(check, status);
+                return;
+            }
+        }
+    }
+}
+
 static void check_handle(struct epoll_event_handler *self, uint32_t events)
 {
     struct health_check *check = self->closure;
@@ -181,7 +242,9 @@ static void check_handle(struct epoll_event_handler *self, uint32_t events)
         send_request(check);
         break;
     case CHECK_READING:
-        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && check->settings.fastcgi)
+            read_fastcgi_answer(check);
+        else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
             read_answer(check);
         break;
     case CHECK_WAITING:
@@ -196,6 +259,7 @@ static void start_check(struct health_check *check)
 
     check->started = reactor_now();
     check->sent = check->answer_length = 0;
+    fcgi_parser_init(&check->fcgi);
     fd = net_connect_start(check->backend->addresses);
     if (fd == -1) {
         check_done(check, false, strerror(errno));
@@ -229,6 +293,34 @@ static void check_timer_fired(struct timer *timer)
     check_done(check, false, why);
 }
 
+/* FastCGI: the records of a GET of path (BEGIN_REQUEST without KEEP_CONN,
+ * PARAMS naming path as the script, no body) into out (cap bytes).
+ * Returns their length, or 0 if they do not fit (or memory ran out). */
+static size_t fastcgi_request(char *out, size_t cap, const char *path)
+{
+    struct buffer pairs = BUFFER_INIT, records = BUFFER_INIT;
+    size_t n = strlen(path), length = 0;
+    int rc = 0;
+
+    rc |= fcgi_append_pair(&pairs, "REQUEST_METHOD", 14, "GET", 3);
+    rc |= fcgi_append_pair(&pairs, "SCRIPT_NAME", 11, path, n);
+    rc |= fcgi_append_pair(&pairs, "SCRIPT_FILENAME", 15, path, n);
+    rc |= fcgi_append_pair(&pairs, "REQUEST_URI", 11, path, n);
+    rc |= fcgi_append_pair(&pairs, "QUERY_STRING", 12, "", 0);
+    rc |= fcgi_append_pair(&pairs, "SERVER_SOFTWARE", 15, "rsp-health-check", 16);
+    rc |= fcgi_append_begin(&records, false);
+    rc |= fcgi_append_stream(&records, FCGI_PARAMS, buffer_bytes(&pairs), buffer_length(&pairs));
+    rc |= fcgi_append_stream(&records, FCGI_PARAMS, NULL, 0);
+    rc |= fcgi_append_stream(&records, FCGI_STDIN, NULL, 0);
+    if (rc == 0 && buffer_length(&records) <= cap) {
+        length = buffer_length(&records);
+        memcpy(out, buffer_bytes(&records), length);
+    }
+    buffer_free(&pairs);
+    buffer_free(&records);
+    return length;
+}
+
 int health_check_start(struct backend *b, const struct health_settings *settings)
 {
     struct health_check *check = calloc(1, sizeof *check);
@@ -242,13 +334,17 @@ int health_check_start(struct backend *b, const struct health_settings *settings
     timer_init(&check->timer, check_timer_fired, check);
     check->backend = b;
     check->settings = *settings;
-    /* A Unix socket's name ("unix:/run/app.sock") is no host: such a
-     * backend is on this machine, so it is asked as localhost. */
-    n = snprintf(check->request, sizeof check->request,
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rsp-health-check\r\n"
-                 "Connection: close\r\n\r\n", settings->path,
-                 b->addresses->ai_family == AF_UNIX ? "localhost" : b->name);
-    check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
+    if (settings->fastcgi) {
+        check->request_length = fastcgi_request(check->request, sizeof check->request, settings->path);
+    } else {
+        /* A Unix socket's name ("unix:/run/app.sock") is no host: such a
+         * backend is on this machine, so it is asked as localhost. */
+        n = snprintf(check->request, sizeof check->request,
+                     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rsp-health-check\r\n"
+                     "Connection: close\r\n\r\n", settings->path,
+                     b->addresses->ai_family == AF_UNIX ? "localhost" : b->name);
+        check->request_length = n > 0 && (size_t)n < sizeof check->request ? (size_t)n : 0;
+    }
     b->check = check;
     atomic_store(&b->stats->checked, true);
     check->started = reactor_now() - settings->interval; /* the first check: now */
@@ -263,7 +359,7 @@ bool health_check_runs(const struct backend *b, const struct health_settings *se
     if (b->check == NULL)
         return false;
     s = &b->check->settings;
-    return strcmp(s->path, settings->path) == 0 && s->interval == settings->interval &&
+    return strcmp(s->path, settings->path) == 0 && s->fastcgi == settings->fastcgi && s->interval == settings->interval &&
            s->timeout == settings->timeout && s->rise == settings->rise && s->fall == settings->fall;
 }
 

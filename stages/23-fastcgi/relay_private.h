@@ -40,6 +40,7 @@
 #define RELAY_LINGER 5.0
 
 struct body_buffer;
+struct fastcgi_request;
 struct file_body;
 struct relay;
 struct response_spool;
@@ -160,6 +161,8 @@ struct exchange {
     bool replaced;                   /* a backend's error answer replaced by an error page:
                                         its body is read and dropped */
     struct file_body *file;          /* a file being sent (exchange_file.c), or NULL */
+    struct fastcgi_request *fastcgi; /* the script a FastCGI backend runs, and its
+                                        response's reading (backend_fastcgi.c), or NULL */
 
     /* Time (reactor_now() seconds): see relay_time.c. */
     double head_started;             /* the head's first byte came; 0: not yet */
@@ -191,6 +194,7 @@ struct relay {
                                         request head, and whatever came after it */
     unsigned served;                 /* exchanges finished on this connection */
     char client_address[INET6_ADDRSTRLEN];
+    unsigned short client_port;      /* its port (FastCGI's REMOTE_PORT) */
     bool conn_counted;               /* limit_conn counts it under conn_key (limit.h) */
     bool over_conn_limit;            /* its first request gets 429 and it closes */
     struct limit_key conn_key;

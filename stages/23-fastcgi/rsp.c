@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "limit.h"
 #include "config.h"
+#include "fastcgi_script.h"
 #include "generation.h"
 #include "log.h"
 #include "notify.h"
@@ -78,6 +79,11 @@ static void log_startup(const struct config *config)
         else
             log_msg("site %s%s: %zu backend%s, %s", site->wildcard ? "*" : "", site->name,
                     site->pool->count, site->pool->count == 1 ? "" : "s", balance_name(site->pool));
+        if (pool_name == NULL && site->pool->fastcgi != NULL) {
+            const struct pool *scripts = &site->pool->fastcgi->pool;
+            log_msg("site %s%s: scripts on %zu FastCGI backend%s, %s", site->wildcard ? "*" : "", site->name,
+                    scripts->count, scripts->count == 1 ? "" : "s", balance_name(scripts));
+        }
     }
     if (config->router.fallback != NULL && config->default_pool.root != NULL)
         log_msg("default site: files from %s", config->default_pool.root);

@@ -1,0 +1,632 @@
+"""PHP sites behind rsp over FastCGI (stage 23, issue 32): a site with
+`root` and `fastcgi` runs its scripts on Debian's php-fpm8.2, which each
+test starts itself with a pool of its own in tmp_path (on 127.0.0.1 and a
+free port). The scripts print what PHP got (every CGI/1.1 parameter,
+HTTP_* headers, never HTTP_PROXY), echo uploads byte-exact (1 MiB, and
+16 MiB with max_body_size raised; chunked ones too, read whole first),
+stream large output, set Status, Location and two cookies, and write to
+STDERR (rsp's log). What runs: a static file beside the scripts is served
+as a file; a missing script and a pretty URL go to the front controller
+with the original REQUEST_URI; /uploads/cat.jpg/x.php never runs the PHP
+planted in cat.jpg. php-fpm stopped: 502; restarted: served again. Config
+errors name the setting. Skipped with a clear message without php-fpm8.2."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from checks import assert_config_error, wait_for_log
+from client import Conn, chunked
+from netutil import LOOPBACK, free_port, wait_until_listening
+from pattern import assert_same_bytes, pattern
+from proxy import lua_string, run_rsp, stop_process
+
+pytestmark = pytest.mark.stage(23)
+
+PHP_FPM = shutil.which("php-fpm8.2") or ("/usr/sbin/php-fpm8.2" if os.path.exists("/usr/sbin/php-fpm8.2") else None)
+HOST = "php.test"
+MiB = 1024 * 1024
+PARAMS = ["SCRIPT_FILENAME", "SCRIPT_NAME", "PATH_INFO", "DOCUMENT_ROOT", "REQUEST_URI", "QUERY_STRING",
+          "REQUEST_METHOD", "CONTENT_TYPE", "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
+          "REMOTE_ADDR", "REMOTE_PORT", "GATEWAY_INTERFACE", "HTTPS", "APP_ENV", "HTTP_HOST", "HTTP_PROXY",
+          "HTTP_X_CUSTOM", "HTTP_COOKIE", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP", "HTTP_USER_AGENT"]
+
+# The scripts every test's root holds.
+ENV_PHP = """<?php
+header("Content-Type: text/plain");
+echo "script=" . basename(__FILE__) . "\\n";
+foreach (%s as $k) echo "$k=" . (array_key_exists($k, $_SERVER) ? $_SERVER[$k] : "<unset>") . "\\n";
+echo "body=" . strlen(file_get_contents("php://input")) . "\\n";
+""" % ("[" + ", ".join(f'"{p}"' for p in PARAMS) + "]")
+ECHO_PHP = """<?php
+header("Content-Type: application/octet-stream");
+$in = fopen("php://input", "rb");
+$out = fopen("php://output", "wb");
+stream_copy_to_stream($in, $out);
+"""
+BIG_PHP = """<?php
+header("Content-Type: application/octet-stream");
+$block = str_repeat("0123456789abcdef", 4096);
+$n = intval($_GET["mib"]) * 16;
+for ($i = 0; $i < $n; $i++) echo $block;
+"""
+COOKIES_PHP = """<?php
+header("Status: 404 Not Found");
+setcookie("first", "1");
+setcookie("second", "2");
+echo "not here\\n";
+"""
+REDIRECT_PHP = """<?php
+header("Location: https://example.org/elsewhere");
+"""
+STDERR_PHP = """<?php
+error_log("a note from the script 7f3a");
+echo "done\\n";
+"""
+SLOW_PHP = """<?php
+sleep(5);
+echo "late\\n";
+"""
+PLANTED = b"GIF89a<?php echo 'PLANTED-CODE-RAN'; ?>\n"
+CSS = b"body { color: #123456; }\n"
+
+
+@pytest.fixture
+def root(tmp_path):
+    www = tmp_path / "www"
+    (www / "uploads").mkdir(parents=True)
+    for name, text in {"index.php": ENV_PHP, "env.php": ENV_PHP, "echo.php": ECHO_PHP, "big.php": BIG_PHP,
+                       "cookies.php": COOKIES_PHP, "redirect.php": REDIRECT_PHP, "stderr.php": STDERR_PHP,
+                       "slow.php": SLOW_PHP}.items():
+        (www / name).write_text(text)
+    (www / "style.css").write_bytes(CSS)
+    (www / "uploads" / "cat.jpg").write_bytes(PLANTED)
+    return www
+
+
+class PhpFpm:
+    """php-fpm8.2 in the foreground with one pool on 127.0.0.1:port, or on
+    a Unix socket in tmp_path (unix=True; then .address is "unix:PATH")."""
+
+    def __init__(self, tmp_path, unix=False):
+        self.port = free_port()
+        self.socket = str(tmp_path / "php-fpm.sock") if unix else None
+        self.address = f"unix:{self.socket}" if unix else f"{LOOPBACK}:{self.port}"
+        self.prefix = tmp_path / "fpm"
+        self.prefix.mkdir(exist_ok=True)
+        self.conf = self.prefix / "php-fpm.conf"
+        root_user = "user = root\n" if os.geteuid() == 0 else ""
+        self.conf.write_text(
+            "[global]\n"
+            f"error_log = {self.prefix}/php-fpm.log\n"
+            "daemonize = no\n"
+            "[app]\n"
+            f"{root_user}"
+            f"listen = {self.socket or f'{LOOPBACK}:{self.port}'}\n"
+            "pm = static\n"
+            "pm.max_children = 2\n"
+            "clear_env = no\n"
+            "catch_workers_output = yes\n"
+            "ping.path = /ping\n")
+        self.process = None
+        self.start()
+
+    def start(self):
+        args = [PHP_FPM, "-F", "-y", str(self.conf), "-p", str(self.prefix)]
+        if os.geteuid() == 0:
+            args.insert(2, "-R")  # a pool run as root must be allowed so
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        if self.socket is None:
+            wait_until_listening(self.port, self.process, what="php-fpm8.2")
+            return
+        deadline = time.monotonic() + 10
+        while True:  # php-fpm makes the socket file once it listens on it
+            assert self.process.poll() is None, "php-fpm8.2 exited before listening"
+            with socket.socket(socket.AF_UNIX) as probe:
+                if probe.connect_ex(self.socket) == 0:
+                    return
+            assert time.monotonic() < deadline, f"php-fpm8.2 did not listen on {self.socket} within 10 s"
+            time.sleep(0.02)
+
+    def stop(self):
+        if self.process is not None:
+            stop_process(self.process)
+            self.process = None
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    server = PhpFpm(tmp_path)
+    yield server
+    server.stop()
+
+
+def php_site(start_proxy, root, fpm, options=None, **fastcgi):
+    """rsp with the site php.test: files from root, scripts on fpm."""
+    settings = {"backends": [fpm.address], **fastcgi}
+    site = {"root": str(root), "fastcgi": settings, "max_body_size": 32 * MiB}
+    return start_proxy(sites={HOST: site}, **(options or {}))
+
+
+def params_of(response):
+    """The NAME=value lines an env script printed, as a dict."""
+    assert response.status == 200, f"status {response.status}: {response.decoded[:300]!r}"
+    lines = response.decoded.decode().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+@pytest.fixture
+def fpm_unix(tmp_path):
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    server = PhpFpm(tmp_path, unix=True)
+    yield server
+    server.stop()
+
+
+def test_php_fpm_on_a_unix_socket(start_proxy, root, fpm_unix):
+    """The usual setup: php-fpm on a Unix socket, named "unix:/PATH"; the
+    script runs and its parameters are the same; a front controller too."""
+    proxy = php_site(start_proxy, root, fpm_unix)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/env.php?x=1")
+        assert r.status == 200, r
+        p = params_of(r)
+        assert p["SCRIPT_FILENAME"] == f"{root}/env.php" and p["QUERY_STRING"] == "x=1", p
+        r = c.get("/some/pretty/page")
+        assert r.status == 200, r
+        p = params_of(r)
+        assert p["SCRIPT_NAME"] == "/index.php" and p["REQUEST_URI"] == "/some/pretty/page", p
+
+
+def test_every_parameter(start_proxy, root, fpm):
+    """SCRIPT_FILENAME, SCRIPT_NAME, ..., HTTP_* as CGI/1.1 says, the extra
+    params, and no HTTP_PROXY though the client sent Proxy: (httpoxy)."""
+    proxy = php_site(start_proxy, root, fpm, params={"APP_ENV": "fts"})
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/env.php?a=1&b=two", headers=[("Proxy", "http://evil.example:3128"), ("X-Custom", "yes"),
+                                               ("Cookie", "k=v"), ("Cookie", "k2=v2"), ("User-Agent", "fts")])
+        local_port = c.sock.getsockname()[1]
+    p = params_of(r)
+    assert p["script"] == "env.php"
+    assert p["SCRIPT_FILENAME"] == f"{root}/env.php"
+    assert p["SCRIPT_NAME"] == "/env.php"
+    assert p["PATH_INFO"] == ""
+    assert p["DOCUMENT_ROOT"] == str(root)
+    assert p["REQUEST_URI"] == "/env.php?a=1&b=two"
+    assert p["QUERY_STRING"] == "a=1&b=two"
+    assert p["REQUEST_METHOD"] == "GET"
+    assert p["CONTENT_LENGTH"] == "" and p["CONTENT_TYPE"] == ""
+    assert p["SERVER_NAME"] == HOST
+    assert p["SERVER_PORT"] == str(proxy.port)
+    assert p["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert p["GATEWAY_INTERFACE"] == "CGI/1.1"
+    assert p["REMOTE_ADDR"] == LOOPBACK
+    assert p["REMOTE_PORT"] == str(local_port)
+    assert p["HTTPS"] == "<unset>", "HTTPS is set only for TLS clients"
+    assert p["APP_ENV"] == "fts"
+    assert p["HTTP_HOST"] == HOST
+    assert p["HTTP_X_CUSTOM"] == "yes"
+    assert p["HTTP_COOKIE"] == "k=v; k2=v2", "two Cookie headers are one variable"
+    assert p["HTTP_USER_AGENT"] == "fts"
+    assert p["HTTP_X_FORWARDED_FOR"] == LOOPBACK and p["HTTP_X_REAL_IP"] == LOOPBACK
+    assert p["HTTP_PROXY"] == "<unset>", "a client's Proxy header must never become HTTP_PROXY"
+
+
+def test_post_parameters_and_keepalive(start_proxy, root, fpm):
+    """A POST's CONTENT_TYPE and CONTENT_LENGTH; several requests on one
+    client connection (and so on pooled php-fpm connections)."""
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        for i in range(6):
+            r = c.request("POST", "/env.php", headers=[("Content-Type", "application/x-test")], body=b"x" * (100 + i))
+            p = params_of(r)
+            assert (p["REQUEST_METHOD"], p["CONTENT_TYPE"], p["CONTENT_LENGTH"], p["body"]) == \
+                ("POST", "application/x-test", str(100 + i), str(100 + i))
+            assert r.framing == "chunked", "no Content-Length from the script: rsp frames the body"
+
+
+@pytest.mark.parametrize("size", [MiB, 16 * MiB], ids=["1MiB", "16MiB"])
+def test_upload_echoed_byte_exact(start_proxy, root, fpm, size):
+    proxy = php_site(start_proxy, root, fpm)
+    body = pattern(size)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.request("POST", "/echo.php", headers=[("Content-Type", "application/octet-stream")], body=body)
+    assert r.status == 200, r.status
+    assert_same_bytes(r.decoded, body, "the upload echoed by PHP")
+
+
+def test_chunked_upload_read_whole_first(start_proxy, root, fpm):
+    """A chunked body is read whole first: PHP gets its CONTENT_LENGTH."""
+    proxy = php_site(start_proxy, root, fpm)
+    body = pattern(300000)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.request("POST", "/echo.php", headers=[("Transfer-Encoding", "chunked")],
+                      body=chunked(body, [1000, 65536, 100000]))
+        e = c.request("POST", "/env.php", headers=[("Transfer-Encoding", "chunked")], body=chunked(b"abc", [1, 2]))
+    assert r.status == 200
+    assert_same_bytes(r.decoded, body, "the chunked upload echoed by PHP")
+    assert params_of(e)["CONTENT_LENGTH"] == "3"
+
+
+def test_streamed_large_output(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/big.php?mib=48")
+        again = c.get("/env.php")
+    assert r.status == 200 and r.complete
+    assert len(r.decoded) == 48 * MiB
+    assert r.decoded[:32] == b"0123456789abcdef" * 2 and r.decoded[-16:] == b"0123456789abcdef"
+    assert params_of(again)["script"] == "env.php", "the connection goes on after a large response"
+
+
+def test_http10_client_gets_close_framing(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/env.php", version="1.0")
+    assert r.status == 200 and r.framing == "close"
+    assert params_of(r)["SERVER_PROTOCOL"] == "HTTP/1.0"
+
+
+def test_status_location_and_cookies(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/cookies.php")
+        moved = c.get("/redirect.php")
+    assert r.status == 404 and r.decoded == b"not here\n"
+    assert r.header_values("Set-Cookie") == ["first=1", "second=2"]
+    assert moved.status == 302, "a Location without a Status is a 302"
+    assert moved.header("Location") == "https://example.org/elsewhere"
+
+
+def test_stderr_goes_to_the_log(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/stderr.php")
+    assert r.status == 200 and r.decoded == b"done\n"
+    wait_for_log(proxy, f"fastcgi {LOOPBACK}:{fpm.port}: stderr: ", 10)
+    wait_for_log(proxy, "a note from the script 7f3a", 10)
+
+
+def test_static_file_beside_scripts_is_a_file(start_proxy, root, fpm):
+    """style.css is served by rsp (stage 21's producer: its ETag, its
+    Content-Type); a directory without its slash is redirected."""
+    (root / "blog").mkdir()
+    (root / "blog" / "index.php").write_text(ENV_PHP)
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        css = c.get("/style.css")
+        moved = c.get("/blog")
+        blog = c.get("/blog/")
+    assert css.status == 200 and css.decoded == CSS
+    assert css.header("Content-Type").startswith("text/css")
+    assert css.header("ETag") is not None, "a file's response carries its validators"
+    assert moved.status == 301 and moved.header("Location") == "/blog/"
+    p = params_of(blog)
+    assert (p["SCRIPT_NAME"], p["SCRIPT_FILENAME"]) == ("/blog/index.php", f"{root}/blog/index.php")
+
+
+def test_missing_script_and_pretty_urls_go_to_the_front_controller(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        missing = params_of(c.get("/nothing-here.php"))
+        pretty = params_of(c.get("/some/page?view=full"))
+        top = params_of(c.get("/"))
+        hidden = c.get("/.env")
+    assert missing["script"] == "index.php" and missing["SCRIPT_NAME"] == "/index.php"
+    assert missing["REQUEST_URI"] == "/nothing-here.php"
+    assert pretty["script"] == "index.php" and pretty["SCRIPT_FILENAME"] == f"{root}/index.php"
+    assert pretty["REQUEST_URI"] == "/some/page?view=full" and pretty["QUERY_STRING"] == "view=full"
+    assert pretty["PATH_INFO"] == ""
+    assert top["SCRIPT_NAME"] == "/index.php"
+    assert hidden.status == 404, "a hidden name is refused, not handed to the front controller"
+
+
+def test_path_info_attack_never_runs_the_planted_file(start_proxy, root, fpm):
+    """/uploads/cat.jpg/x.php names no file: the front controller answers,
+    and the PHP planted in cat.jpg never runs; cat.jpg itself is a file."""
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        attack = c.get("/uploads/cat.jpg/x.php")
+        image = c.get("/uploads/cat.jpg")
+    with Conn(proxy.port, host=HOST) as c:
+        encoded = c.get("/uploads/cat.jpg%2Fx.php")
+    assert b"PLANTED-CODE-RAN" not in attack.decoded
+    p = params_of(attack)
+    assert p["SCRIPT_FILENAME"] == f"{root}/index.php" and p["REQUEST_URI"] == "/uploads/cat.jpg/x.php"
+    assert b"PLANTED-CODE-RAN" not in encoded.decoded and encoded.status in (400, 404), \
+        "an encoded slash is refused (400 by request checks, 404 by file_path)"
+    assert image.status == 200 and image.decoded == PLANTED, "the image is served as it is, never run"
+
+
+def test_php_fpm_stopped_then_restarted(start_proxy, root, fpm):
+    proxy = php_site(start_proxy, root, fpm)
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/env.php").status == 200
+    fpm.stop()
+    with Conn(proxy.port, host=HOST) as c:
+        down = c.get("/env.php")
+    assert down.status in (502, 503), f"php-fpm is down: {down.status}"
+    fpm.start()
+    with Conn(proxy.port, host=HOST) as c:
+        back = c.get("/env.php")
+    assert back.status == 200 and params_of(back)["script"] == "env.php"
+
+
+def check(rsp, tmp_path, body):
+    path = tmp_path / "rsp.lua"
+    path.write_text(f"listen = {lua_string(f'{LOOPBACK}:{free_port()}')}\n{body}\n")
+    return run_rsp(rsp, ["-t", str(path)], tmp_path), path
+
+
+@pytest.mark.parametrize("fastcgi, setting, words", [
+    ("{ backends = { '127.0.0.1:9000' } }", "sites[\"php.test\"].fastcgi", ["root"]),
+], ids=["without-root"])
+def test_fastcgi_needs_root(rsp, tmp_path, fastcgi, setting, words):
+    result, path = check(rsp, tmp_path, f"sites = {{ ['php.test'] = {{ backends = {{ '127.0.0.1:8001' }}, "
+                                        f"fastcgi = {fastcgi} }} }}")
+    assert_config_error(result, path, setting, words=words)
+
+
+@pytest.mark.parametrize("fastcgi, setting", [
+    ("{ }", "sites[\"php.test\"].fastcgi.backends"),
+    ("{ backends = { '127.0.0.1:9000' }, index = '../x.php' }", "sites[\"php.test\"].fastcgi.index"),
+    ("{ backends = { '127.0.0.1:9000' }, extensions = { 'php' } }", "sites[\"php.test\"].fastcgi.extensions"),
+    ("{ backends = { '127.0.0.1:9000' }, params = { ['app-env'] = 'x' } }", "sites[\"php.test\"].fastcgi.params"),
+    ("{ backends = { '127.0.0.1:9000' }, params = { APP = 1 } }", "sites[\"php.test\"].fastcgi.params.APP"),
+    ("{ backends = { '127.0.0.1:9000' }, indexx = 'a.php' }", "sites[\"php.test\"].fastcgi"),
+    ("'127.0.0.1:9000'", "sites[\"php.test\"].fastcgi"),
+], ids=["no-backends", "index-path", "extension-without-dot", "param-name", "param-value", "typo", "not-a-table"])
+def test_fastcgi_config_errors(rsp, tmp_path, fastcgi, setting):
+    root = tmp_path / "www"
+    root.mkdir()
+    result, path = check(rsp, tmp_path, f"sites = {{ ['php.test'] = {{ root = {lua_string(str(root))}, "
+                                        f"fastcgi = {fastcgi} }} }}")
+    assert_config_error(result, path, setting)
+
+
+def test_tls_and_http2(start_proxy, tmp_path, root, fpm):
+    """Over TLS HTTPS=on; an HTTP/2 stream gets the script's output as
+    DATA (SERVER_PROTOCOL HTTP/2.0), large output too; an upload on a
+    stream reaches PHP whole."""
+    from files_util import WWW, h2_client, start_tls_proxy
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}}
+    proxy = start_tls_proxy(start_proxy, tmp_path, sites={WWW: site})
+    upload = pattern(200000)
+    with h2_client(proxy) as c:
+        env, big = c.get("/env.php?h=2"), c.get("/big.php?mib=8")
+        echoed = c.wait_ended(c.request("POST", "/echo.php", body=upload))
+    assert env.status == 200, env.status
+    p = dict(line.split("=", 1) for line in env.body.decode().splitlines())
+    assert (p["HTTPS"], p["SERVER_PROTOCOL"], p["QUERY_STRING"], p["SERVER_NAME"]) == ("on", "HTTP/2.0", "h=2", WWW)
+    assert big.status == 200 and len(big.body) == 8 * MiB
+    assert big.body[:16] == b"0123456789abcdef" and big.body[-16:] == b"0123456789abcdef"
+    assert echoed.status == 200
+    assert_same_bytes(echoed.body, upload, "an HTTP/2 upload (no Content-Length: read whole) echoed by PHP")
+
+
+def test_head_and_response_timeout(start_proxy, root, fpm):
+    """HEAD gets the script's head and no body; a script slower than
+    response_timeout gets 504, and the next request is served."""
+    proxy = php_site(start_proxy, root, fpm, options={"response_timeout": 1})
+    with Conn(proxy.port, host=HOST) as c:
+        head = c.request("HEAD", "/cookies.php")
+        after = c.get("/env.php")
+    assert head.status == 404 and head.body == b"" and head.header_values("Set-Cookie") == ["first=1", "second=2"]
+    assert params_of(after)["REQUEST_METHOD"] == "GET"
+    with Conn(proxy.port, host=HOST) as c:
+        slow = c.get("/slow.php")
+    assert slow.status == 504, slow.status
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+
+
+# -- a FastCGI responder of the test's own, for what php-fpm never sends -----------------
+
+
+def record(rtype, content=b"", request_id=1, version=1, padding=None):
+    """One FastCGI record's bytes (padded to 8 unless padding is given)."""
+    import struct
+    pad = (8 - len(content) % 8) % 8 if padding is None else padding
+    return struct.pack(">BBHHBB", version, rtype, request_id, len(content), pad, 0) + content + b"\0" * pad
+
+
+def end_request(protocol_status=0, app_status=0):
+    import struct
+    return record(3, struct.pack(">IB3x", app_status, protocol_status))
+
+
+class Responder:
+    """A FastCGI responder on 127.0.0.1 that reads each request (records
+    until the empty STDIN) and answers with answers[i] for the i-th request
+    on any connection (then closes if it was the last one). Counts the
+    connections and remembers each BEGIN_REQUEST's flags."""
+
+    def __init__(self, answers):
+        import socket
+        import threading
+        self.answers = list(answers)
+        self.connections = 0
+        self.keep_flags = []
+        self.listener = socket.socket()
+        self.listener.bind((LOOPBACK, 0))
+        self.listener.listen(16)
+        self.host, self.port = LOOPBACK, self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_request(self, conn, pending):
+        import struct
+        while True:
+            while len(pending) >= 8:
+                _, rtype, _, length, pad, _ = struct.unpack(">BBHHBB", pending[:8])
+                if len(pending) < 8 + length + pad:
+                    break
+                content = pending[8:8 + length]
+                pending = pending[8 + length + pad:]
+                if rtype == 1:
+                    self.keep_flags.append(content[2] & 1)
+                if rtype == 5 and length == 0:
+                    return pending
+            data = conn.recv(65536)
+            if not data:
+                return None
+            pending += data
+
+    def _serve(self):
+        while self.answers:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            pending = b""
+            with conn:
+                while self.answers:
+                    pending = self._read_request(conn, pending)
+                    if pending is None:
+                        break
+                    conn.sendall(self.answers.pop(0))
+
+    def close(self):
+        self.listener.close()
+
+
+HELLO = record(6, b"Content-Type: text/plain\r\n\r\nhello") + record(6) + end_request()
+
+
+def responder_site(start_proxy, tmp_path, responder):
+    www = tmp_path / "fake"
+    www.mkdir()
+    (www / "index.php").write_text("<?php")
+    backend = f"{LOOPBACK}:{responder.port}"
+    return start_proxy(sites={HOST: {"root": str(www), "fastcgi": {"backends": [backend]}}})
+
+
+def test_connection_kept_with_keep_conn(start_proxy, tmp_path):
+    """KEEP_CONN is asked, and after a clean END_REQUEST the connection
+    carries the next request."""
+    responder = Responder([HELLO, HELLO, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    for _ in range(3):
+        with Conn(proxy.port, host=HOST) as c:
+            r = c.get("/")
+            assert r.status == 200 and r.decoded == b"hello"
+    assert responder.keep_flags == [1, 1, 1]
+    assert responder.connections == 1, f"{responder.connections} connections for 3 requests"
+    responder.close()
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\n\r\n",
+    record(6, b"Content-Type: text/plain\r\n\r\nx", version=2) + end_request(),
+    record(6, b"Content-Type: text/plain\r\n\r\nx", request_id=2) + end_request(),
+    record(4, b"") + end_request(),
+    record(3, b"\0" * 7) + end_request(),
+    end_request(protocol_status=2),
+    record(6, b"no head here\r\n\r\n") + end_request(),
+    record(6, b"Status: 99 Odd\r\n\r\n") + end_request(),
+    record(6, b"Content-Type: text/plain\r\n") + end_request(),
+], ids=["http", "version-2", "request-id-2", "params-back", "short-end", "overloaded", "not-a-cgi-head",
+        "bad-status", "end-before-head-ends"])
+def test_malformed_answers_get_502(start_proxy, tmp_path, answer):
+    responder = Responder([answer, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+    assert r.status == 502, r.status
+    with Conn(proxy.port, host=HOST) as c:
+        again = c.get("/")
+    assert again.status == 200 and again.decoded == b"hello"
+    assert responder.connections == 2, "the connection that carried nonsense is not reused"
+    responder.close()
+
+
+def test_malformed_after_the_head_cuts_off(start_proxy, tmp_path):
+    answer = record(6, b"Content-Type: text/plain\r\n\r\npartial") + record(6, b"x", version=9)
+    responder = Responder([answer, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+    assert r.status == 200 and not r.complete, "the client sees the response end before its end"
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/").decoded == b"hello"
+    responder.close()
+
+
+def test_health_check_over_fastcgi(start_proxy, root, fpm):
+    """A fastcgi pool's health_check asks php-fpm in FastCGI records (its
+    ping.path): php-fpm stopped is marked down (503 at once), restarted
+    is marked up and served."""
+    proxy = php_site(start_proxy, root, fpm,
+                     health_check={"path": "/ping", "interval": 0.2, "timeout": 1, "rise": 1, "fall": 1})
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+    assert f"backend {LOOPBACK}:{fpm.port} is down" not in proxy.stderr(), "php-fpm answers its ping"
+    fpm.stop()
+    wait_for_log(proxy, f"backend {LOOPBACK}:{fpm.port} is down: health check failed", 10)
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/env.php").status == 503
+    fpm.start()
+    wait_for_log(proxy, f"backend {LOOPBACK}:{fpm.port} is up: health check passed", 10)
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+
+
+def test_backend_speaks_one_protocol(rsp, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    result, path = check(rsp, tmp_path, f"sites = {{ ['php.test'] = {{ root = {lua_string(str(root))}, "
+                                        "fastcgi = { backends = { '127.0.0.1:9000' } } }, "
+                                        "['app.test'] = { backends = { '127.0.0.1:9000' } } }")
+    assert_config_error(result, path, 'sites["php.test"].fastcgi.backends', words=["127.0.0.1:9000", "protocol"])
+
+
+def test_status_shows_the_fastcgi_pool(start_proxy, root, fpm):
+    from test_status import start_with_status, status_json
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}}
+    proxy = start_with_status(start_proxy, sites={HOST: site})
+    with Conn(proxy.port, host=HOST) as c:
+        assert params_of(c.get("/env.php"))["script"] == "env.php"
+    pools = {p["name"]: p for p in status_json(proxy)["pools"]}
+    assert f"{HOST} fastcgi" in pools, list(pools)
+    backends = pools[f"{HOST} fastcgi"]["backends"]
+    assert [b["name"] for b in backends] == [f"{LOOPBACK}:{fpm.port}"], backends
+
+
+def test_script_content_length(start_proxy, tmp_path):
+    """A script's Content-Length goes to the client: bytes beyond it are
+    dropped (the FastCGI connection stays good); fewer is a cut-off."""
+    longer = record(6, b"Content-Length: 3\r\n\r\nabcdef") + record(6) + end_request()
+    shorter = record(6, b"Content-Length: 10\r\n\r\nabc") + record(6) + end_request()
+    responder = Responder([longer, HELLO, shorter, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+        assert r.status == 200 and r.framing == "length" and r.body == b"abc"
+        assert c.get("/").decoded == b"hello"
+    with Conn(proxy.port, host=HOST) as c:
+        cut = c.get("/")
+    assert cut.status == 200 and not cut.complete
+    with Conn(proxy.port, host=HOST) as c:
+        assert c.get("/").decoded == b"hello"
+    assert responder.connections == 2, "only the connection of the short response is given up"
+    responder.close()
+
+
+def test_compressed_script_output(start_proxy, root, fpm):
+    import gzip
+    (root / "page.php").write_text('<?php header("Content-Type: text/html"); echo str_repeat("<p>hello</p>", 500);')
+    site = {"root": str(root), "fastcgi": {"backends": [f"{LOOPBACK}:{fpm.port}"]}, "compress": True}
+    proxy = start_proxy(sites={HOST: site})
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/page.php", headers=[("Accept-Encoding", "gzip")])
+    assert r.status == 200 and r.header("Content-Encoding") == "gzip"
+    assert gzip.decompress(r.decoded) == b"<p>hello</p>" * 500
