@@ -46,7 +46,7 @@ BUILD_PACKAGES=(
 # with their own configs, so the system services are disabled and stopped.
 # (The other units the set's packages bring are timers that listen on
 # nothing: certbot.timer, logrotate.timer, dpkg-db-backup.timer.)
-DAEMONS=(nginx haproxy caddy)
+DAEMONS=(nginx haproxy caddy php8.2-fpm)
 
 PACKAGES=(
   build-essential        # gcc, make

@@ -377,9 +377,10 @@ def test_setup_env_build_set_is_only_the_build():
     assert {"nginx", "haproxy", "caddy"} <= set(everything)
 
 
-@pytest.mark.parametrize("daemon", ["nginx", "haproxy", "caddy"])
+@pytest.mark.parametrize("daemon", ["nginx", "haproxy", "caddy",
+                                    pytest.param("php8.2-fpm", marks=pytest.mark.stage(23))])
 def test_setup_env_leaves_daemons_disabled(daemon):
-    """After ./setup-env.sh (which .ci/run runs first) nginx, haproxy and caddy,
+    """After ./setup-env.sh (which .ci/run runs first) nginx, haproxy, caddy and php-fpm,
     installed for the tests, do not start at boot: systemctl is-enabled
     says disabled (the tests start their own copies). Without systemctl
     the SysV start links are checked."""
