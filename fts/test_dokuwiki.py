@@ -1,21 +1,21 @@
 """A real PHP application nobody here wrote, behind rsp (stage 23, issue
 32): Debian's DokuWiki (flat files, no database) in a temporary root,
 run by php-fpm8.2 (started by the test, as in test_fastcgi.py) and driven
-through rsp by a client that keeps DokuWiki's session cookie: the start
-page, the edit form, a save POSTed with the form's security token
-(sectok), the saved page read back; a stylesheet and an image served by
-rsp as files (no PHP); the wiki's pages and configuration not
-downloadable.
+through rsp by a client that keeps DokuWiki's cookies: the start page,
+a login through its form, the edit form, a save POSTed with the form's
+security token (sectok; a wrong one is refused), the saved page read
+back; a stylesheet and an image served by rsp as files (no PHP); the
+wiki's pages and configuration not downloadable.
 
 Layout: Debian splits DokuWiki over /usr/share/dokuwiki (the code),
 /etc/dokuwiki (the configuration) and /var/lib/dokuwiki (the pages, and
 the plugins and template /usr/share/dokuwiki/lib links to). rsp reads no
 .htaccess, so nothing inside root may be private: the test copies the
 code (links followed) to tmp/wiki/www, the site's root, and puts conf/
-and data/ beside it, outside root. DokuWiki's own hook for moving them,
-inc/preload.php, names the conf directory (DOKU_CONF); conf/local.php
-names the data directory (savedir). Skipped with a clear message without
-the dokuwiki or php8.2-fpm packages."""
+(a copy of /etc/dokuwiki) and a fresh data/ beside it, outside root.
+DokuWiki's own hook for that, inc/preload.php, names the conf directory
+(DOKU_CONF); conf/local.php names the data directory (savedir). Skipped
+with a clear message without the dokuwiki or php8.2-fpm packages."""
 
 import hashlib
 import html.parser
@@ -34,7 +34,8 @@ pytestmark = pytest.mark.stage(23)
 
 DOKUWIKI = "/usr/share/dokuwiki"
 DOKUWIKI_CONF = "/etc/dokuwiki"
-DOKUWIKI_DATA = "/var/lib/dokuwiki/data"
+DATA_DIRS = ("pages", "attic", "media", "media_attic", "media_meta", "meta", "cache", "index", "locks", "tmp",
+             "log")
 HOST = "wiki.test"
 START_TEXT = "====== Welcome to the temporary wiki ======\n\nIt lives in a test's directory (start-5d1c).\n"
 USER, PASSWORD = "editor", "correct horse 5d1c"
@@ -55,7 +56,10 @@ class Wiki:
         # skips the .htaccess link to /etc (rsp does not read it).
         shutil.copytree(DOKUWIKI, self.www, symlinks=False, ignore=shutil.ignore_patterns(".htaccess*"))
         shutil.copytree(DOKUWIKI_CONF, self.conf, symlinks=True, ignore=lambda d, names: NOT_CONF & set(names))
-        shutil.copytree(DOKUWIKI_DATA, self.data, symlinks=True)
+        # A fresh data/ with the directories DokuWiki insists on (Debian's
+        # /var/lib/dokuwiki/data is readable by www-data only).
+        for sub in DATA_DIRS:
+            (self.data / sub).mkdir(parents=True)
         self.sessions.mkdir()
         # Debian's preload.php names /etc/dokuwiki; this one names conf/ beside root.
         (self.www / "inc" / "preload.php").write_text(
