@@ -240,7 +240,7 @@ def test_dokuwiki_files_and_private_data(start_proxy, wiki, fpm_unix):
     """The template's image and a stylesheet come from rsp as files, byte
     for byte; paths naming the wiki's pages or configuration reach no file
     (conf/ and data/ are outside root): DokuWiki's front controller answers,
-    never the file's bytes; a plugin's .php under lib/ runs, never downloads."""
+    never the file's bytes; doku.php and lib/exe/css.php run, never download."""
     proxy = wiki_site(start_proxy, wiki, fpm_unix)
     with Conn(proxy.port, host=HOST) as c:
         for path, kind in (("/lib/tpl/dokuwiki/images/logo.png", "image/png"),
@@ -262,6 +262,11 @@ def test_dokuwiki_files_and_private_data(start_proxy, wiki, fpm_unix):
             assert "<html" in text.lower() and "dokuwiki" in text.lower(), \
                 f"GET {path}: not DokuWiki's front controller (status {r.status}): {text[:300]!r}"
 
-        # doku.php's own source is never served: the script runs.
+        # Scripts run, never download: the front script, and lib/exe/css.php
+        # (DokuWiki's stylesheet builder, run as itself: it exists).
         r = c.get("/doku.php")
         assert r.status == 200 and b"<?php" not in r.decoded, f"GET /doku.php: {r!r} {r.decoded[:200]!r}"
+        r = c.get("/lib/exe/css.php")
+        assert r.status == 200 and (r.header("Content-Type") or "").startswith("text/css"), \
+            f"GET /lib/exe/css.php: status {r.status}, Content-Type {r.header('Content-Type')!r}"
+        assert b"<?php" not in r.decoded and b"{" in r.decoded, f"GET /lib/exe/css.php: {r.decoded[:200]!r}"
