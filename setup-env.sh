@@ -98,6 +98,7 @@ PACKAGES=(
   caddy                  # bench/files compares rsp's file serving and compression with Caddy's
   php8.2-fpm             # a FastCGI responder the tests put rsp in front of (test_fastcgi.py, chapter 23)
   php8.2-cli             # php-fpm's PHP, and the command line for trying scripts
+  dokuwiki               # a real PHP application behind rsp (test_dokuwiki.py); php8.2-fpm satisfies its php8.2
 )
 
 if [ "$mode" = build ]; then
