@@ -45,7 +45,7 @@ ask() {
 echo "== twelve users, four backends"
 ask "$w/first"
 for letter in A B C D; do
-  echo "$letter: $(awk -v l="$letter" '$2 == l { printf "%s%s", n++ ? " " : "", $1 }' "$w/first")"
+  echo "$letter: $(awk -v l="$letter" '$2 == l { printf "%s%s", n++ ? " " : "", $1 } END { if (!n) printf "(nobody)" }' "$w/first")"
 done
 ask "$w/again"
 cmp -s "$w/first" "$w/again" && echo "asked again: every user on the same backend" ||
@@ -57,7 +57,7 @@ echo "== backend C stopped"
 kill "${pid_of[C]}"
 wait "${pid_of[C]}" 2>/dev/null
 ask "$w/after"
-echo "moved: $(join "$w/first" "$w/after" | awk '$2 != $3 { printf "%s%s to %s", n++ ? ", " : "", $1, $3 }')"
+echo "moved: $(join "$w/first" "$w/after" | awk '$2 != $3 { printf "%s%s to %s", n++ ? ", " : "", $1, $3 } END { if (!n) printf "nobody" }')"
 wrong=$(join "$w/first" "$w/after" | awk '($2 == "C") != ($2 != $3)' | wc -l)
 [ "$wrong" = 0 ] && echo "C's users moved, and nobody else did" || echo "$wrong USERS DID NOT KEEP THE RULE"
 echo "stayed where they were: $(join "$w/first" "$w/after" | awk '$2 == $3' | wc -l) of 12"
