@@ -31,7 +31,11 @@ def upload(port, seconds):
             answer += piece
     head, _, text = answer.partition(b"\r\n\r\n")
     status = head.split(b"\r\n")[0].decode()
-    print(f"slow upload: {status}, {text.decode().strip()}")
+    # One write of the whole line: the two uploaders share a stdout, and
+    # print() unbuffered writes the text and its newline apart, so their
+    # lines could interleave.
+    sys.stdout.write(f"slow upload: {status}, {text.decode().strip()}\n")
+    sys.stdout.flush()
 
 
 def steady(port, count):
