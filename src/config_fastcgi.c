@@ -276,5 +276,6 @@ void fastcgi_pool_free(struct fastcgi_pool *f)
     for (size_t i = 0; i < 2 * f->settings.param_count; i++)
         free(f->settings.params[i]);
     free(f->settings.params);
+    free(f->settings.seen);
     free(f);
 }

@@ -34,6 +34,7 @@ struct fastcgi_settings {
     size_t extension_count;
     char **params;              /* name, value, name, value, ...: extra PARAMS */
     size_t param_count;         /* pairs */
+    struct fastcgi_seen *seen;  /* scripts found lately (fastcgi_script.c); NULL until the first */
 };
 
 enum fastcgi_what {
@@ -53,11 +54,17 @@ struct fastcgi_script {
 };
 
 /* Decides what the request target (length bytes, origin form) runs on a
- * site whose root is root (its path as configured) open as root_fd;
- * fills *script for RUN and FRONT. */
+ * site whose root is root (its path as configured) open as root_fd, at
+ * time now (seconds); fills *script for RUN and FRONT. A script found
+ * beneath the root is trusted for FASTCGI_SEEN_FOR seconds without
+ * looking again (settings->seen): a removed one may be named to the
+ * backend that long, which then answers 404 itself. */
 enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char *target, size_t length,
-                                      const struct fastcgi_settings *settings,
+                                      struct fastcgi_settings *settings, double now,
                                       struct fastcgi_script *script);
+
+/* How long a script found is trusted, in seconds. */
+#define FASTCGI_SEEN_FOR 1.0
 
 /* A site's FastCGI backends and settings (struct pool's fastcgi). */
 struct fastcgi_pool {

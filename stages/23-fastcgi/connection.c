@@ -151,8 +151,11 @@ void connection_write(struct connection *c, const char *data, size_t len)
 
     if (c->write_done)
         return;
-    if (c->corked && buffer_length(&c->queue) > 0 && c->transport->writev != NULL) {
-        /* Bytes are held: they and these leave together. */
+    if (c->corked && buffer_length(&c->queue) > 0 && buffer_length(&c->queue) + len > CONNECTION_GATHER &&
+        c->transport->writev != NULL) {
+        /* Bytes are held and these are not small: they and these leave
+         * together, and the hold ends. Smaller ones join the held bytes
+         * (below), to leave with them at connection_uncork. */
         c->corked = false;
         n = write_queue_and(c, data, len);
     } else if (!c->corked && connection_queued(c) == 0 && !c->connecting) {

@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* While corked, writes that keep the held bytes within this many are
+ * copied to join them: a copy this small costs less than a system call. */
+#define CONNECTION_GATHER 4096
+
 struct connection {
     struct epoll_event_handler handler;
     const struct transport *transport; /* how bytes reach the socket */
@@ -81,10 +85,13 @@ void connection_write(struct connection *c, const char *data, size_t len);
 /* Holds back what is written to c from now on, so that it leaves with
  * the next write in one system call: a response head and the first body
  * bytes read with it go out as one writev, one packet instead of two
- * (chapter 16). The next write after held bytes sends both and ends the
- * hold; connection_uncork sends whatever is held. Does nothing if bytes
- * are queued already (they wait for the socket anyway). Over a transport
- * without writev the pieces are joined in the queue and sent as one. */
+ * (chapter 16). Writes that keep what is held within CONNECTION_GATHER
+ * bytes join it (a small response's head, body and last chunk leave as
+ * one write); the first larger one sends what is held and itself in one
+ * writev and ends the hold; connection_uncork sends whatever is held.
+ * Does nothing if bytes are queued already (they wait for the socket
+ * anyway). Over a transport without writev every piece is joined in the
+ * queue and sent as one. */
 void connection_cork(struct connection *c);
 
 /* Ends the hold of connection_cork, writing what it held. */

@@ -5,6 +5,7 @@
 
 #include "fastcgi_script.h"
 #include "log.h"
+#include "reactor.h"
 
 #include <stdlib.h>
 
@@ -23,7 +24,7 @@ bool exchange_fastcgi_route(struct relay *relay)
         return false;
     }
     enum fastcgi_what what = fastcgi_script_find(files->root_fd, files->root, target, length,
-                                                 &files->fastcgi->settings, &f->script);
+                                                 &files->fastcgi->settings, reactor_now(), &f->script);
     switch (what) {
     case FASTCGI_RUN:
     case FASTCGI_FRONT:

@@ -2,8 +2,30 @@
  * fastcgi_script.h). */
 #include "fastcgi_script.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Scripts found lately. Making sure that a script is a regular file
+ * beneath the root takes three system calls (openat2, fstat, close),
+ * about as many as the rest of a small PHP request costs the proxy; a
+ * site's scripts are few and asked for again and again, so one found is
+ * trusted for FASTCGI_SEEN_FOR seconds. Only scripts found are kept: a
+ * new file runs at once. One slot per hash of (root_fd, path), a
+ * collision replaces; a path longer than SEEN_PATH is looked up each
+ * time. */
+#define SEEN_SLOTS 64
+#define SEEN_PATH 200
+
+struct fastcgi_seen {
+    struct seen_slot {
+        bool used;
+        int root_fd;
+        double at;              /* when it was found */
+        char path[SEEN_PATH];   /* relative to the root */
+    } slot[SEEN_SLOTS];
+};
 
 /* True if path ends with one of the listed extensions (case counts, as
  * it does for the file system). */
@@ -49,11 +71,47 @@ static int regular_file(int root_fd, const char *path)
     return status;
 }
 
+/* The slot that (root_fd, path) hashes to (FNV-1a). */
+static struct seen_slot *seen_slot(struct fastcgi_seen *seen, int root_fd, const char *path)
+{
+    uint32_t h = 2166136261u ^ (uint32_t)root_fd;
+
+    for (const unsigned char *p = (const unsigned char *)path; *p != '\0'; p++)
+        h = (h ^ *p) * 16777619u;
+    return &seen->slot[h % SEEN_SLOTS];
+}
+
+/* regular_file for a script: 200 without looking if it was found less
+ * than FASTCGI_SEEN_FOR seconds before now. */
+static int script_file(int root_fd, const char *path, struct fastcgi_settings *settings, double now)
+{
+    size_t n = strlen(path);
+
+    if (n >= SEEN_PATH)
+        return regular_file(root_fd, path);
+    if (settings->seen == NULL && (settings->seen = calloc(1, sizeof *settings->seen)) == NULL)
+        return regular_file(root_fd, path); /* no memory for it: look each time */
+
+    struct seen_slot *slot = seen_slot(settings->seen, root_fd, path);
+    bool same = slot->used && slot->root_fd == root_fd && strcmp(slot->path, path) == 0;
+
+    if (same && now >= slot->at && now - slot->at < FASTCGI_SEEN_FOR)
+        return 200;
+    int status = regular_file(root_fd, path);
+    if (status == 200) {
+        *slot = (struct seen_slot){ .used = true, .root_fd = root_fd, .at = now };
+        memcpy(slot->path, path, n + 1);
+    } else if (same) {
+        slot->used = false;
+    }
+    return status;
+}
+
 /* The front controller, if root/index exists. */
-static enum fastcgi_what front(int root_fd, const char *root, const struct fastcgi_settings *settings,
+static enum fastcgi_what front(int root_fd, const char *root, struct fastcgi_settings *settings, double now,
                                struct fastcgi_script *script)
 {
-    int status = regular_file(root_fd, settings->index);
+    int status = script_file(root_fd, settings->index, settings, now);
 
     if (status == 404)
         return FASTCGI_NOT_FOUND;
@@ -63,7 +121,7 @@ static enum fastcgi_what front(int root_fd, const char *root, const struct fastc
 }
 
 enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char *target, size_t length,
-                                      const struct fastcgi_settings *settings,
+                                      struct fastcgi_settings *settings, double now,
                                       struct fastcgi_script *script)
 {
     char path[FILE_PATH_MAX];
@@ -74,8 +132,9 @@ enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char 
     if (file_path_decode(target, length, path, sizeof path - strlen(settings->index) - 1, &slash) != 0)
         return FASTCGI_NOT_FOUND;
     if (!slash && path[0] != '\0') {
-        status = regular_file(root_fd, path);
-        if (status == 200 && runs(path, settings))
+        bool runnable = runs(path, settings);
+        status = runnable ? script_file(root_fd, path, settings, now) : regular_file(root_fd, path);
+        if (status == 200 && runnable)
             return name_script(root, path, script) ? FASTCGI_RUN : FASTCGI_NOT_FOUND;
         if (status == 200)
             return FASTCGI_FILE;
@@ -85,7 +144,7 @@ enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char 
         /* A directory's index, if it has one. */
         size_t n = strlen(path);
         snprintf(path + n, sizeof path - n, "%s%s", n > 0 ? "/" : "", settings->index);
-        status = regular_file(root_fd, path);
+        status = script_file(root_fd, path, settings, now);
         if (status == 200)
             return name_script(root, path, script) ? FASTCGI_RUN : FASTCGI_NOT_FOUND;
         if (status != 404)
@@ -100,5 +159,5 @@ enum fastcgi_what fastcgi_script_find(int root_fd, const char *root, const char 
         return FASTCGI_REDIRECT;
     if (status == 200 && slash)
         return FASTCGI_FILE;
-    return front(root_fd, root, settings, script);
+    return front(root_fd, root, settings, now, script);
 }
