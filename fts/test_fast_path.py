@@ -857,8 +857,9 @@ def test_keepalive_requests_leave_epoll_alone_and_write_once(make_keepalive_back
     head and body in one write) make no epoll_ctl at all (the client's
     registration is kept while each request is at the backend; nothing is
     queued, so EPOLLOUT is never asked for), and one write per request to
-    the backend plus one writev per response to the client: the head and
-    the body rsp read together leave together."""
+    the backend plus one per response to the client: the head and the body
+    rsp read together leave together (a writev; from stage 23, a small
+    answer is gathered and leaves in a single write)."""
     ka = make_keepalive_backend("ka")
     proxy = start_proxy(ka)
     n = 50
@@ -873,9 +874,9 @@ def test_keepalive_requests_leave_epoll_alone_and_write_once(make_keepalive_back
                 assert r.status == 200 and len(r.body) == 600, r
         counts = traced_calls(proxy.pid, ("epoll_ctl", "write", "writev"), requests)
     assert counts["epoll_ctl"] == 0, f"{counts['epoll_ctl']} epoll_ctl calls for {n} keep-alive requests"
-    assert counts["writev"] == n and counts["write"] == n, \
+    assert counts["writev"] + counts["write"] == 2 * n, \
         f"for {n} requests: {counts['write']} write and {counts['writev']} writev calls " \
-        f"(expected one write to the backend and one writev to the client each)"
+        f"(expected one write to the backend and one write or writev to the client each)"
 
 
 def test_new_connections_make_no_getsockname(backend, start_proxy):

@@ -550,14 +550,25 @@ def test_malformed_answers_get_502(start_proxy, tmp_path, answer):
 
 
 def test_malformed_after_the_head_cuts_off(start_proxy, tmp_path):
-    answer = record(6, b"Content-Type: text/plain\r\n\r\npartial") + record(6, b"x", version=9)
-    responder = Responder([answer, HELLO])
+    """Malformed records after a head and 8 KiB of body (more than rsp
+    holds back to send with the head): the client has had the head and is
+    cut off. After a head and a few bytes read with the bad record, none
+    of it has left yet: a clean 502."""
+    head = b"Content-Type: text/plain\r\n\r\n"
+    long = record(6, head + b"partial " * 1024) + record(6, b"x", version=9)
+    short = record(6, head + b"partial") + record(6, b"x", version=9)
+    responder = Responder([long, HELLO, short, HELLO])
     proxy = responder_site(start_proxy, tmp_path, responder)
     with Conn(proxy.port, host=HOST) as c:
         r = c.get("/")
     assert r.status == 200 and not r.complete, "the client sees the response end before its end"
     with Conn(proxy.port, host=HOST) as c:
         assert c.get("/").decoded == b"hello"
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+        assert r.status == 502 and r.complete, r
+        assert c.get("/").decoded == b"hello", "the client's connection stays after a clean 502"
+    assert "sent malformed FastCGI records" in proxy.stderr()
     responder.close()
 
 
@@ -603,10 +614,13 @@ def test_status_shows_the_fastcgi_pool(start_proxy, root, fpm):
 
 def test_script_content_length(start_proxy, tmp_path):
     """A script's Content-Length goes to the client: bytes beyond it are
-    dropped (the FastCGI connection stays good); fewer is a cut-off."""
+    dropped (the FastCGI connection stays good); fewer is a cut-off once
+    the client has had part of the response (8 KiB of body), and a clean
+    502 while it has had none (a few bytes, held back with the head)."""
     longer = record(6, b"Content-Length: 3\r\n\r\nabcdef") + record(6) + end_request()
-    shorter = record(6, b"Content-Length: 10\r\n\r\nabc") + record(6) + end_request()
-    responder = Responder([longer, HELLO, shorter, HELLO])
+    shorter = record(6, b"Content-Length: 10000\r\n\r\n" + b"a" * 8192) + record(6) + end_request()
+    tiny = record(6, b"Content-Length: 10\r\n\r\nabc") + record(6) + end_request()
+    responder = Responder([longer, HELLO, shorter, HELLO, tiny, HELLO])
     proxy = responder_site(start_proxy, tmp_path, responder)
     with Conn(proxy.port, host=HOST) as c:
         r = c.get("/")
@@ -617,7 +631,11 @@ def test_script_content_length(start_proxy, tmp_path):
     assert cut.status == 200 and not cut.complete
     with Conn(proxy.port, host=HOST) as c:
         assert c.get("/").decoded == b"hello"
-    assert responder.connections == 2, "only the connection of the short response is given up"
+    with Conn(proxy.port, host=HOST) as c:
+        r = c.get("/")
+        assert r.status == 502 and r.complete, r
+        assert c.get("/").decoded == b"hello"
+    assert responder.connections == 3, "only the connections of the short responses are given up"
     responder.close()
 
 

@@ -76,32 +76,30 @@ static bool http_variable(const char *name, size_t n, char *out, size_t cap)
 
 /* The HTTP_* variables: the fields of the head written for an HTTP
  * backend (head, parsed as req), those of one name joined by ", " (by
- * "; " for Cookie). */
+ * "; " for Cookie). Two fields give the same variable exactly when their
+ * names are equal but for case (a name with '_' gives none), so each
+ * name is turned into its variable once. */
 static int http_params(struct buffer *pairs, const struct http_request *req, const char *head)
 {
+    bool joined[HTTP_MAX_HEADERS] = { false }; /* went with an earlier field of its name */
     int rc = 0;
 
     for (size_t i = 0; i < req->header_count && rc == 0; i++) {
         const struct http_header *h = &req->headers[i];
-        char name[300], other[300];
+        char name[300];
         struct buffer value = BUFFER_INIT;
-        bool seen = false;
 
-        if (!http_variable(head + h->name.offset, h->name.length, name, sizeof name))
+        if (joined[i] || !http_variable(head + h->name.offset, h->name.length, name, sizeof name))
             continue;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = req->headers[j].name.length == h->name.length &&
-                   strncasecmp(head + req->headers[j].name.offset, head + h->name.offset, h->name.length) == 0;
-        if (seen)
-            continue; /* joined to its first */
         bool cookie = strcmp(name, "HTTP_COOKIE") == 0;
-        for (size_t j = i; j < req->header_count && rc == 0; j++) {
+        rc |= buffer_append(&value, head + h->value.offset, h->value.length);
+        for (size_t j = i + 1; j < req->header_count && rc == 0; j++) {
             const struct http_header *o = &req->headers[j];
-            if (!http_variable(head + o->name.offset, o->name.length, other, sizeof other) ||
-                strcmp(other, name) != 0)
+            if (o->name.length != h->name.length ||
+                strncasecmp(head + o->name.offset, head + h->name.offset, h->name.length) != 0)
                 continue;
-            if (buffer_length(&value) > 0)
-                rc |= buffer_append(&value, cookie ? "; " : ", ", 2);
+            joined[j] = true;
+            rc |= buffer_append(&value, cookie ? "; " : ", ", 2);
             rc |= buffer_append(&value, head + o->value.offset, o->value.length);
         }
         if (rc == 0)
@@ -253,20 +251,14 @@ static void log_stderr(struct relay *relay, const char *data, size_t len)
     log_msg("fastcgi %s: stderr: %s%s", b->name, text, len > n ? "..." : "");
 }
 
-/* The response cannot go on: 502 before its head, else cut off. The
- * connection is not reused. */
+/* The response cannot go on: 502 while the client has had none of it
+ * (a small response's head and body are held until the read's end:
+ * exchange_refuse takes them back), else it is cut off. The connection
+ * is not reused. */
 static void broken(struct relay *relay, const char *what)
 {
-    struct exchange *x = relay->x;
-
-    x->upstream_reusable = false;
-    if (!x->response_started) {
-        exchange_backend_broken(relay, what);
-        return;
-    }
-    log_msg("backend %s: %s; the response is cut off", x->current->name, what);
-    x->phase = PHASE_DRAIN;
-    relay->client_ops->fail(relay);
+    relay->x->upstream_reusable = false;
+    exchange_backend_broken(relay, what);
 }
 
 /* Bytes of the body, as the head framed it: none (HEAD, 204, 304), at
