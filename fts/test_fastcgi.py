@@ -192,7 +192,8 @@ def test_every_parameter(start_proxy, root, fpm):
     proxy = php_site(start_proxy, root, fpm, params={"APP_ENV": "fts"})
     with Conn(proxy.port, host=HOST) as c:
         r = c.get("/env.php?a=1&b=two", headers=[("Proxy", "http://evil.example:3128"), ("X-Custom", "yes"),
-                                               ("Cookie", "k=v"), ("Cookie", "k2=v2"), ("User-Agent", "fts")])
+                                               ("Cookie", "k=v"), ("x-custom", "too"), ("Cookie", "k2=v2"),
+                                               ("User-Agent", "fts")])
         local_port = c.sock.getsockname()[1]
     p = params_of(r)
     assert p["script"] == "env.php"
@@ -213,7 +214,7 @@ def test_every_parameter(start_proxy, root, fpm):
     assert p["HTTPS"] == "<unset>", "HTTPS is set only for TLS clients"
     assert p["APP_ENV"] == "fts"
     assert p["HTTP_HOST"] == HOST
-    assert p["HTTP_X_CUSTOM"] == "yes"
+    assert p["HTTP_X_CUSTOM"] == "yes, too", "fields of one name, whatever its case, are one variable"
     assert p["HTTP_COOKIE"] == "k=v; k2=v2", "two Cookie headers are one variable"
     assert p["HTTP_USER_AGENT"] == "fts"
     assert p["HTTP_X_FORWARDED_FOR"] == LOOPBACK and p["HTTP_X_REAL_IP"] == LOOPBACK
