@@ -139,13 +139,24 @@ class PhpFpm:
             self.process = None
 
 
-@pytest.fixture
-def fpm(tmp_path):
+def running_fpm(tmp_path, unix=False):
+    """The body of the fpm fixtures: a PhpFpm for the test (skipped without
+    php-fpm8.2), stopped after it."""
     if PHP_FPM is None:
         pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
-    server = PhpFpm(tmp_path)
+    server = PhpFpm(tmp_path, unix=unix)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    yield from running_fpm(tmp_path)
+
+
+@pytest.fixture
+def fpm_unix(tmp_path):
+    yield from running_fpm(tmp_path, unix=True)
 
 
 def php_site(start_proxy, root, fpm, options=None, **fastcgi):
@@ -160,15 +171,6 @@ def params_of(response):
     assert response.status == 200, f"status {response.status}: {response.decoded[:300]!r}"
     lines = response.decoded.decode().splitlines()
     return dict(line.split("=", 1) for line in lines)
-
-
-@pytest.fixture
-def fpm_unix(tmp_path):
-    if PHP_FPM is None:
-        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
-    server = PhpFpm(tmp_path, unix=True)
-    yield server
-    server.stop()
 
 
 def test_php_fpm_on_a_unix_socket(start_proxy, root, fpm_unix):

@@ -22,6 +22,7 @@ import pytest
 from backends import KeepAliveBackend
 from checks import assert_config_error, assert_logged_once, log_lines, wait_for_log
 from client import Conn, request
+from conftest import _stopped_at_teardown
 from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_is_pattern, pattern
 from promparse import parse as parse_metrics
@@ -47,33 +48,19 @@ def unix_backend(start_proxy, socket_dir):
     .address is "unix:DIR/NAME.sock". Set up after start_proxy, so stopped
     before the proxy's teardown check: the backend's close of the pooled
     connections lets rsp close them (they are no leak then)."""
-    started = []
-
-    def make(name):
+    def start(name):
         backend = KeepAliveBackend(name, unix_path=os.path.join(socket_dir, f"{name}.sock"))
         backend.address = f"unix:{backend.unix_path}"
-        started.append(backend)
         return backend
 
-    yield make
-    for backend in started:
-        backend.stop()
+    yield from _stopped_at_teardown(start)
 
 
 @pytest.fixture
 def tcp_backend(start_proxy):
     """tcp_backend(name) starts a KeepAliveBackend on 127.0.0.1, stopped
     (as unix_backend's) before the proxy's teardown check."""
-    started = []
-
-    def make(name):
-        backend = KeepAliveBackend(name)
-        started.append(backend)
-        return backend
-
-    yield make
-    for backend in started:
-        backend.stop()
+    yield from _stopped_at_teardown(KeepAliveBackend)
 
 
 def assert_served(r, size):

@@ -98,14 +98,11 @@ struct named_pool {
  * Backends that are up come first; only when none of those is left are the
  * ones marked down by passive health tried too, so that one coming back is
  * noticed. A backend that active checks mark down is never chosen. Returns
- * NULL when every backend has been tried or is failing its checks. */
-struct backend *backend_pick(struct pool *pool, uint64_t tried);
-
-/* As backend_pick, for a pool of any balance: with BALANCE_HASH the
- * backend whose score for `key` (pool_hash_of the request's hash_key) is
- * the highest among those backend_pick would consider, so that a key
- * keeps its backend while that one is up, and a retry goes to the next
- * highest score. */
+ * NULL when every backend has been tried or is failing its checks. With
+ * BALANCE_HASH it is the backend whose score for `key` (pool_hash_of the
+ * request's hash_key) is the highest among those, so that a key keeps its
+ * backend while that one is up, and a retry goes to the next highest
+ * score; other balances ignore `key`. */
 struct backend *backend_pick_keyed(struct pool *pool, uint64_t tried, uint64_t key);
 
 /* The hash of a key's bytes (FNV-1a with a fixed seed, then mixed): the

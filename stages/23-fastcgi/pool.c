@@ -102,14 +102,6 @@ static struct backend *pick(struct pool *pool, uint64_t tried, bool allow_down, 
     return best;
 }
 
-struct backend *backend_pick(struct pool *pool, uint64_t tried)
-{
-    double now = clock_now();
-    struct backend *b = pick(pool, tried, false, now, NULL);
-
-    return b != NULL ? b : pick(pool, tried, true, now, NULL);
-}
-
 struct backend *backend_pick_keyed(struct pool *pool, uint64_t tried, uint64_t key)
 {
     const uint64_t *hashing = pool->balance == BALANCE_HASH ? &key : NULL;
