@@ -13,6 +13,7 @@ errors name the setting. Skipped with a clear message without php-fpm8.2."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from checks import assert_config_error, wait_for_log
 from client import Conn, chunked
-from netutil import LOOPBACK, free_port, wait_until_listening
+from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_same_bytes, pattern
 from proxy import lua_string, run_rsp, stop_process
 
@@ -67,6 +68,12 @@ STDERR_PHP = """<?php
 error_log("a note from the script 7f3a");
 echo "done\\n";
 """
+GATE_PHP = """<?php
+// Answers once the file ?file= names exists (the test makes it), or after 10 s.
+$end = microtime(true) + 10;
+while (!file_exists($_GET["file"]) && microtime(true) < $end) { usleep(10000); clearstatcache(); }
+echo file_exists($_GET["file"]) ? "gate opened\\n" : "gate timed out\\n";
+"""
 SLOW_PHP = """<?php
 sleep(5);
 echo "late\\n";
@@ -81,7 +88,7 @@ def root(tmp_path):
     (www / "uploads").mkdir(parents=True)
     for name, text in {"index.php": ENV_PHP, "env.php": ENV_PHP, "echo.php": ECHO_PHP, "big.php": BIG_PHP,
                        "cookies.php": COOKIES_PHP, "redirect.php": REDIRECT_PHP, "stderr.php": STDERR_PHP,
-                       "slow.php": SLOW_PHP}.items():
+                       "slow.php": SLOW_PHP, "gate.php": GATE_PHP}.items():
         (www / name).write_text(text)
     (www / "style.css").write_bytes(CSS)
     (www / "uploads" / "cat.jpg").write_bytes(PLANTED)
@@ -90,9 +97,11 @@ def root(tmp_path):
 
 class PhpFpm:
     """php-fpm8.2 in the foreground with one pool on 127.0.0.1:port, or on
-    a Unix socket in tmp_path (unix=True; then .address is "unix:PATH")."""
+    a Unix socket in tmp_path (unix=True; then .address is "unix:PATH"),
+    with `children` workers (pm static: each serves one connection at a
+    time, and stays with a kept one until the other side closes it)."""
 
-    def __init__(self, tmp_path, unix=False):
+    def __init__(self, tmp_path, unix=False, children=2):
         self.port = free_port()
         self.socket = str(tmp_path / "php-fpm.sock") if unix else None
         self.address = f"unix:{self.socket}" if unix else f"{LOOPBACK}:{self.port}"
@@ -108,7 +117,7 @@ class PhpFpm:
             f"{root_user}"
             f"listen = {self.socket or f'{LOOPBACK}:{self.port}'}\n"
             "pm = static\n"
-            "pm.max_children = 2\n"
+            f"pm.max_children = {children}\n"
             "clear_env = no\n"
             "catch_workers_output = yes\n"
             "ping.path = /ping\n")
@@ -358,6 +367,53 @@ def test_php_fpm_stopped_then_restarted(start_proxy, root, fpm):
     with Conn(proxy.port, host=HOST) as c:
         back = c.get("/env.php")
     assert back.status == 200 and params_of(back)["script"] == "env.php"
+
+
+def connections_to(fpm):
+    """The connections php-fpm's Unix socket has now, taken by a child or
+    waiting in its accept queue: /proc/net/unix lists each under the
+    socket's path, besides the listening socket itself."""
+    with open("/proc/net/unix") as f:
+        return sum(1 for line in f if line.rstrip("\n").endswith(" " + fpm.socket)) - 1
+
+
+def test_stop_closes_idle_connections_holding_php_fpm(start_proxy, tmp_path, root):
+    """php-fpm with one child, which stays with a kept connection until rsp
+    closes it. Client A's request holds the child (gate.php waits for a
+    file), client B's gets a second connection, queued at php-fpm; A's
+    answer leaves its connection idle in rsp's pool, still holding the
+    child, and B's request waits behind it. SIGTERM (shutdown_timeout =
+    30): rsp closes its idle backend connections at once, so the child
+    takes B's, B gets its 200 with Connection: close, A's idle connection
+    is closed, and rsp exits 0 with its normal stop lines, long before
+    the 30 s."""
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    fpm = PhpFpm(tmp_path, unix=True, children=1)
+    try:
+        proxy = php_site(start_proxy, root, fpm, {"shutdown_timeout": 30})
+        gate = tmp_path / "gate"
+        with Conn(proxy.port, host=HOST) as a, Conn(proxy.port, host=HOST) as b:
+            a.send(a.request_bytes("GET", f"/gate.php?file={gate}"))
+            wait_for(lambda: connections_to(fpm) == 1, "A's connection at php-fpm", 10)
+            b.send(b.request_bytes("GET", "/env.php"))
+            wait_for(lambda: connections_to(fpm) == 2, "B's connection queued at php-fpm", 10)
+            gate.write_text("")
+            r = a.read_response()
+            assert r.status == 200 and r.decoded == b"gate opened\n", r
+            proxy.process.send_signal(signal.SIGTERM)
+            assert b.wait_for_data(15), \
+                "B got no answer within 15 s of SIGTERM: rsp's idle connection still holds php-fpm's only child"
+            r = b.read_response()
+            assert params_of(r)["script"] == "env.php"
+            assert "close" in r.connection_tokens(), f"no Connection: close while stopping: {r.headers}"
+            assert b.state(5) == "eof" and a.state(5) == "eof", "both client connections end after the answer"
+        assert proxy.wait_exit(10) == 0, f"rsp did not exit 0 within 10 s\n{proxy.stderr()}"
+        log = proxy.stderr()
+        assert "Terminated: stopping; 2 connections open" in log and "rsp: stopped" in log, log
+        assert "shutdown_timeout passed" not in log, log
+    finally:
+        fpm.stop()
 
 
 def check(rsp, tmp_path, body):
