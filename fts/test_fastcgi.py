@@ -8,7 +8,10 @@ stream large output, set Status, Location and two cookies, and write to
 STDERR (rsp's log). What runs: a static file beside the scripts is served
 as a file; a missing script and a pretty URL go to the front controller
 with the original REQUEST_URI; /uploads/cat.jpg/x.php never runs the PHP
-planted in cat.jpg. php-fpm stopped: 502; restarted: served again. Config
+planted in cat.jpg. php-fpm stopped: 502; restarted: served again, also
+under load from six clients (SIGTERM and SIGQUIT), every request answered
+whole. rsp stopping closes its idle connections to php-fpm at once (a
+kept one holds a php-fpm child a queued request waits for). Config
 errors name the setting. Skipped with a clear message without php-fpm8.2."""
 
 import os
@@ -16,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -142,8 +146,16 @@ class PhpFpm:
             assert time.monotonic() < deadline, f"php-fpm8.2 did not listen on {self.socket} within 10 s"
             time.sleep(0.02)
 
-    def stop(self):
+    def stop(self, sig=signal.SIGTERM):
+        """Stops php-fpm: SIGTERM (its children quit at once) or SIGQUIT
+        (graceful: requests under way finish first); waits, bounded."""
         if self.process is not None:
+            if sig != signal.SIGTERM:
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass  # stop_process below ends it, and the test's check says so
             stop_process(self.process)
             self.process = None
 
@@ -414,6 +426,133 @@ def test_stop_closes_idle_connections_holding_php_fpm(start_proxy, tmp_path, roo
         assert "shutdown_timeout passed" not in log, log
     finally:
         fpm.stop()
+
+
+class LoadClient(threading.Thread):
+    """One client keeping a keep-alive connection busy with GET /env.php
+    until told to stop (or `limit` requests), reconnecting only where rsp
+    said Connection: close. Each outcome is recorded with the phase the
+    test was in when the request went out: "200" (the script's whole
+    answer), "502" or "503" (rsp's own), or a failure: anything else, an
+    answer cut short, the connection ended or reset without one, or no
+    answer within the socket timeout (a hang)."""
+
+    def __init__(self, port, phase, limit=20000):
+        super().__init__(daemon=True)
+        self.port, self.phase, self.limit = port, phase, limit
+        self.outcomes = []  # (phase, outcome)
+        self.halt = threading.Event()
+
+    def count(self, phase, outcome):
+        return sum(1 for p, o in self.outcomes if p == phase and o == outcome)
+
+    def failures(self):
+        return [(p, o) for p, o in self.outcomes if o not in ("200", "502", "503")]
+
+    def outcome(self, r):
+        if r.status is None:
+            return f"the connection ended without an answer (reset: {r.reset}): {r.raw[:100]!r}"
+        if not r.complete:
+            return f"a {r.status} cut short ({r.framing}): {r.raw[:200]!r}"
+        if r.status == 200:
+            lines = r.decoded.decode(errors="replace").splitlines()
+            if lines[:1] != ["script=env.php"] or not lines[-1].startswith("body="):
+                return f"a 200 that is not the script's whole answer: {r.decoded[:200]!r}"
+            return "200"
+        if r.status in (502, 503):
+            return str(r.status)
+        return f"status {r.status}: {r.raw[:200]!r}"
+
+    def run(self):
+        conn = None
+        try:
+            while not self.halt.is_set() and len(self.outcomes) < self.limit:
+                if conn is None:
+                    conn = Conn(self.port, timeout=15, host=HOST)
+                phase = self.phase[0]
+                try:
+                    r = conn.get("/env.php")
+                except (TimeoutError, socket.timeout):
+                    self.outcomes.append((phase, "no answer within 15 s"))
+                    return
+                except AssertionError as e:  # not an HTTP response at all
+                    self.outcomes.append((phase, f"garbage: {e}"))
+                    return
+                outcome = self.outcome(r)
+                self.outcomes.append((phase, outcome))
+                if outcome not in ("200", "502", "503"):
+                    return
+                if "close" in r.connection_tokens() or r.version != "HTTP/1.1":
+                    conn.close()
+                    conn = None
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT], ids=["SIGTERM", "SIGQUIT"])
+def test_php_fpm_stopped_and_restarted_under_load(start_proxy, tmp_path, root, sig):
+    """Six keep-alive clients send requests without pause while php-fpm
+    (on its Unix socket) is stopped, SIGTERM (children quit at once) or
+    SIGQUIT (requests under way finish), and started again on the same
+    socket. Every request gets a whole answer: the script's 200, or rsp's
+    502 or 503; none hangs, none is cut short, no connection ends without
+    an answer. While php-fpm is gone, every answer is a 502 or 503, and
+    rsp logs the backend down and that it answers 502; once it is back,
+    every client gets 200s again (down_time = 0.5 s), rsp logs the
+    backend up and serving again, and is still running. php-fpm has a child for each client: a child serves one
+    connection at a time and stays with a kept one, so a connection
+    beyond its children waits in its accept queue (see the test above)."""
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    n = 6
+    fpm = PhpFpm(tmp_path, unix=True, children=n)
+    try:
+        run_under_load(start_proxy, root, fpm, sig, n)
+    finally:
+        fpm.stop()
+
+
+def run_under_load(start_proxy, root, fpm, sig, n):
+    """The body of the test above: n clients, php-fpm stopped with sig."""
+    proxy = php_site(start_proxy, root, fpm, {"down_time": 0.5})
+    phase = ["before"]
+    clients = [LoadClient(proxy.port, phase) for _ in range(n)]
+    for c in clients:
+        c.start()
+    try:
+        wait_for(lambda: all(c.count("before", "200") > 0 or c.failures() for c in clients),
+                 "a 200 for every client before php-fpm stops", 20)
+        phase[0] = "stopping"
+        fpm.stop(sig)
+        phase[0] = "down"
+        wait_for(lambda: all(c.count("down", "502") + c.count("down", "503") > 0 or c.failures()
+                             or not c.is_alive() for c in clients),
+                 "a 502 or 503 for every client while php-fpm is stopped", 20)
+        phase[0] = "starting"
+        fpm.start()
+        phase[0] = "back"
+        wait_for(lambda: all(c.count("back", "200") > 0 or c.failures() or not c.is_alive() for c in clients),
+                 "a 200 for every client once php-fpm is back", 20)
+    finally:
+        for c in clients:
+            c.halt.set()
+        for c in clients:
+            c.join(30)
+    assert not any(c.is_alive() for c in clients), "a client still waits for an answer 30 s after the end"
+    failures = [f for c in clients for f in c.failures()]
+    assert not failures, f"{len(failures)} requests without a whole answer: {failures[:5]}"
+    outcomes = [(p, o) for c in clients for p, o in c.outcomes]
+    down = [o for p, o in outcomes if p == "down"]
+    assert down and all(o in ("502", "503") for o in down), f"php-fpm was gone, yet: {sorted(set(down))}"
+    for c in clients:
+        assert c.count("back", "200") > 0, f"a client got no 200 after the restart: {c.outcomes[-5:]}"
+    assert proxy.alive(), "rsp is not running after php-fpm's restart"
+    log = proxy.stderr()
+    name = fpm.address
+    for line in (f"backend {name} is down (", "no backend can be reached; answering 502",
+                 f"backend {name} is up again", "a backend answered again; serving clients"):
+        assert line in log, f"no {line!r} in rsp's log:\n{log[-2000:]}"
 
 
 def check(rsp, tmp_path, body):
