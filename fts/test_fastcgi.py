@@ -8,20 +8,25 @@ stream large output, set Status, Location and two cookies, and write to
 STDERR (rsp's log). What runs: a static file beside the scripts is served
 as a file; a missing script and a pretty URL go to the front controller
 with the original REQUEST_URI; /uploads/cat.jpg/x.php never runs the PHP
-planted in cat.jpg. php-fpm stopped: 502; restarted: served again. Config
+planted in cat.jpg. php-fpm stopped: 502; restarted: served again, also
+under load from six clients (SIGTERM and SIGQUIT), every request answered
+whole. rsp stopping closes its idle connections to php-fpm at once (a
+kept one holds a php-fpm child a queued request waits for). Config
 errors name the setting. Skipped with a clear message without php-fpm8.2."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
 
 from checks import assert_config_error, wait_for_log
 from client import Conn, chunked
-from netutil import LOOPBACK, free_port, wait_until_listening
+from netutil import LOOPBACK, free_port, wait_for, wait_until_listening
 from pattern import assert_same_bytes, pattern
 from proxy import lua_string, run_rsp, stop_process
 
@@ -67,6 +72,12 @@ STDERR_PHP = """<?php
 error_log("a note from the script 7f3a");
 echo "done\\n";
 """
+GATE_PHP = """<?php
+// Answers once the file ?file= names exists (the test makes it), or after 10 s.
+$end = microtime(true) + 10;
+while (!file_exists($_GET["file"]) && microtime(true) < $end) { usleep(10000); clearstatcache(); }
+echo file_exists($_GET["file"]) ? "gate opened\\n" : "gate timed out\\n";
+"""
 SLOW_PHP = """<?php
 sleep(5);
 echo "late\\n";
@@ -81,7 +92,7 @@ def root(tmp_path):
     (www / "uploads").mkdir(parents=True)
     for name, text in {"index.php": ENV_PHP, "env.php": ENV_PHP, "echo.php": ECHO_PHP, "big.php": BIG_PHP,
                        "cookies.php": COOKIES_PHP, "redirect.php": REDIRECT_PHP, "stderr.php": STDERR_PHP,
-                       "slow.php": SLOW_PHP}.items():
+                       "slow.php": SLOW_PHP, "gate.php": GATE_PHP}.items():
         (www / name).write_text(text)
     (www / "style.css").write_bytes(CSS)
     (www / "uploads" / "cat.jpg").write_bytes(PLANTED)
@@ -90,9 +101,11 @@ def root(tmp_path):
 
 class PhpFpm:
     """php-fpm8.2 in the foreground with one pool on 127.0.0.1:port, or on
-    a Unix socket in tmp_path (unix=True; then .address is "unix:PATH")."""
+    a Unix socket in tmp_path (unix=True; then .address is "unix:PATH"),
+    with `children` workers (pm static: each serves one connection at a
+    time, and stays with a kept one until the other side closes it)."""
 
-    def __init__(self, tmp_path, unix=False):
+    def __init__(self, tmp_path, unix=False, children=2):
         self.port = free_port()
         self.socket = str(tmp_path / "php-fpm.sock") if unix else None
         self.address = f"unix:{self.socket}" if unix else f"{LOOPBACK}:{self.port}"
@@ -108,7 +121,7 @@ class PhpFpm:
             f"{root_user}"
             f"listen = {self.socket or f'{LOOPBACK}:{self.port}'}\n"
             "pm = static\n"
-            "pm.max_children = 2\n"
+            f"pm.max_children = {children}\n"
             "clear_env = no\n"
             "catch_workers_output = yes\n"
             "ping.path = /ping\n")
@@ -133,10 +146,21 @@ class PhpFpm:
             assert time.monotonic() < deadline, f"php-fpm8.2 did not listen on {self.socket} within 10 s"
             time.sleep(0.02)
 
-    def stop(self):
-        if self.process is not None:
-            stop_process(self.process)
-            self.process = None
+    def stop(self, sig=signal.SIGTERM):
+        """Stops php-fpm with sig: SIGTERM (its children quit at once) or
+        SIGQUIT (graceful: requests under way finish first). Returns
+        True if it exited on that within 10 s (otherwise it is killed)."""
+        if self.process is None:
+            return True
+        self.process.send_signal(sig)
+        try:
+            self.process.wait(timeout=10)
+            exited = True
+        except subprocess.TimeoutExpired:
+            exited = False
+        stop_process(self.process)  # ends it if it is still there
+        self.process = None
+        return exited
 
 
 def running_fpm(tmp_path, unix=False):
@@ -361,6 +385,178 @@ def test_php_fpm_stopped_then_restarted(start_proxy, root, fpm):
     with Conn(proxy.port, host=HOST) as c:
         back = c.get("/env.php")
     assert back.status == 200 and params_of(back)["script"] == "env.php"
+
+
+def connections_to(fpm):
+    """The connections php-fpm's Unix socket has now, taken by a child or
+    waiting in its accept queue: /proc/net/unix lists each under the
+    socket's path, besides the listening socket itself."""
+    with open("/proc/net/unix") as f:
+        return sum(1 for line in f if line.rstrip("\n").endswith(" " + fpm.socket)) - 1
+
+
+def test_stop_closes_idle_connections_holding_php_fpm(start_proxy, tmp_path, root):
+    """php-fpm with one child, which stays with a kept connection until rsp
+    closes it. Client A's request holds the child (gate.php waits for a
+    file), client B's gets a second connection, queued at php-fpm; A's
+    answer leaves its connection idle in rsp's pool, still holding the
+    child, and B's request waits behind it. SIGTERM (shutdown_timeout =
+    30): rsp closes its idle backend connections at once, so the child
+    takes B's, B gets its 200 with Connection: close, A's idle connection
+    is closed, and rsp exits 0 with its normal stop lines, long before
+    the 30 s."""
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    fpm = PhpFpm(tmp_path, unix=True, children=1)
+    try:
+        proxy = php_site(start_proxy, root, fpm, {"shutdown_timeout": 30})
+        gate = tmp_path / "gate"
+        with Conn(proxy.port, host=HOST) as a, Conn(proxy.port, host=HOST) as b:
+            a.send(a.request_bytes("GET", f"/gate.php?file={gate}"))
+            wait_for(lambda: connections_to(fpm) == 1, "A's connection at php-fpm", 10)
+            b.send(b.request_bytes("GET", "/env.php"))
+            wait_for(lambda: connections_to(fpm) == 2, "B's connection queued at php-fpm", 10)
+            gate.write_text("")
+            r = a.read_response()
+            assert r.status == 200 and r.decoded == b"gate opened\n", r
+            proxy.process.send_signal(signal.SIGTERM)
+            assert b.wait_for_data(15), \
+                "B got no answer within 15 s of SIGTERM: rsp's idle connection still holds php-fpm's only child"
+            r = b.read_response()
+            assert params_of(r)["script"] == "env.php"
+            assert "close" in r.connection_tokens(), f"no Connection: close while stopping: {r.headers}"
+            assert b.state(5) == "eof" and a.state(5) == "eof", "both client connections end after the answer"
+        assert proxy.wait_exit(10) == 0, f"rsp did not exit 0 within 10 s\n{proxy.stderr()}"
+        log = proxy.stderr()
+        assert "Terminated: stopping; 2 connections open" in log and "rsp: stopped" in log, log
+        assert "shutdown_timeout passed" not in log, log
+    finally:
+        fpm.stop()
+
+
+class LoadClient(threading.Thread):
+    """One client keeping a keep-alive connection busy with GET /env.php
+    until told to stop (or `limit` requests), reconnecting only where rsp
+    said Connection: close. Each outcome is recorded with the phase the
+    test was in when the request went out: "200" (the script's whole
+    answer), "502" or "503" (rsp's own), or a failure: anything else, an
+    answer cut short, the connection ended or reset without one, or no
+    answer within the socket timeout (a hang)."""
+
+    def __init__(self, port, phase, limit=20000):
+        super().__init__(daemon=True)
+        self.port, self.phase, self.limit = port, phase, limit
+        self.outcomes = []  # (phase, outcome)
+        self.halt = threading.Event()
+
+    def count(self, phase, outcome):
+        return sum(1 for p, o in self.outcomes if p == phase and o == outcome)
+
+    def failures(self):
+        return [(p, o) for p, o in self.outcomes if o not in ("200", "502", "503")]
+
+    def outcome(self, r):
+        if r.status is None:
+            return f"the connection ended without an answer (reset: {r.reset}): {r.raw[:100]!r}"
+        if not r.complete:
+            return f"a {r.status} cut short ({r.framing}): {r.raw[:200]!r}"
+        if r.status == 200:
+            lines = r.decoded.decode(errors="replace").splitlines()
+            if lines[:1] != ["script=env.php"] or not lines[-1].startswith("body="):
+                return f"a 200 that is not the script's whole answer: {r.decoded[:200]!r}"
+            return "200"
+        if r.status in (502, 503):
+            return str(r.status)
+        return f"status {r.status}: {r.raw[:200]!r}"
+
+    def run(self):
+        conn = None
+        try:
+            while not self.halt.is_set() and len(self.outcomes) < self.limit:
+                phase = self.phase[0]
+                if conn is None:
+                    conn = Conn(self.port, timeout=15, host=HOST)
+                r = conn.get("/env.php")
+                outcome = self.outcome(r)
+                self.outcomes.append((phase, outcome))
+                if outcome not in ("200", "502", "503"):
+                    return
+                if "close" in r.connection_tokens() or r.version != "HTTP/1.1":
+                    conn.close()
+                    conn = None
+        except TimeoutError:
+            self.outcomes.append((phase, "no answer within 15 s"))
+        except (OSError, AssertionError) as e:  # a connect refused, a reset while sending, not HTTP
+            self.outcomes.append((phase, f"{type(e).__name__}: {e}"))
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT], ids=["SIGTERM", "SIGQUIT"])
+def test_php_fpm_stopped_and_restarted_under_load(start_proxy, tmp_path, root, sig):
+    """Six keep-alive clients send requests without pause while php-fpm
+    (on its Unix socket) is stopped, SIGTERM (children quit at once) or
+    SIGQUIT (requests under way finish), and started again on the same
+    socket. Every request gets a whole answer: the script's 200, or rsp's
+    502 or 503; none hangs, none is cut short, no connection ends without
+    an answer. While php-fpm is gone, every answer is a 502 or 503, and
+    rsp logs the backend down and that it answers 502; once it is back,
+    every client gets 200s again (down_time = 0.5 s), rsp logs the
+    backend up and serving again, and is still running. php-fpm has a
+    child for each client: a child serves one connection at a time and
+    stays with a kept one, so a connection beyond its children would
+    wait in its accept queue (see the test above)."""
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    n = 6
+    fpm = PhpFpm(tmp_path, unix=True, children=n)
+    try:
+        run_under_load(start_proxy, root, fpm, sig, n)
+    finally:
+        fpm.stop()
+
+
+def run_under_load(start_proxy, root, fpm, sig, n):
+    """The body of the test above: n clients, php-fpm stopped with sig."""
+    proxy = php_site(start_proxy, root, fpm, {"down_time": 0.5})
+    phase = ["before"]
+    clients = [LoadClient(proxy.port, phase) for _ in range(n)]
+    for c in clients:
+        c.start()
+    try:
+        wait_for(lambda: all(c.count("before", "200") > 0 or c.failures() for c in clients),
+                 "a 200 for every client before php-fpm stops", 20)
+        phase[0] = "stopping"
+        assert fpm.stop(sig), f"php-fpm did not exit on {sig.name} within 10 s"
+        phase[0] = "down"
+        wait_for(lambda: all(c.count("down", "502") + c.count("down", "503") > 0 or c.failures()
+                             or not c.is_alive() for c in clients),
+                 "a 502 or 503 for every client while php-fpm is stopped", 20)
+        phase[0] = "starting"
+        fpm.start()
+        phase[0] = "back"
+        wait_for(lambda: all(c.count("back", "200") > 0 or c.failures() or not c.is_alive() for c in clients),
+                 "a 200 for every client once php-fpm is back", 20)
+    finally:
+        for c in clients:
+            c.halt.set()
+        for c in clients:
+            c.join(30)
+    assert not any(c.is_alive() for c in clients), "a client still waits for an answer 30 s after the end"
+    failures = [f for c in clients for f in c.failures()]
+    assert not failures, f"{len(failures)} requests without a whole answer: {failures[:5]}"
+    outcomes = [(p, o) for c in clients for p, o in c.outcomes]
+    down = [o for p, o in outcomes if p == "down"]
+    assert down and all(o in ("502", "503") for o in down), f"php-fpm was gone, yet: {sorted(set(down))}"
+    for c in clients:
+        assert c.count("back", "200") > 0, f"a client got no 200 after the restart: {c.outcomes[-5:]}"
+    assert proxy.alive(), "rsp is not running after php-fpm's restart"
+    log = proxy.stderr()
+    name = fpm.address
+    for line in (f"backend {name} is down (", "no backend can be reached; answering 502",
+                 f"backend {name} is up again", "a backend answered again; serving clients"):
+        assert line in log, f"no {line!r} in rsp's log:\n{log[-2000:]}"
 
 
 def check(rsp, tmp_path, body):

@@ -1,6 +1,7 @@
 /* upstream.c -- backend connections and the idle pools. */
 #include "upstream.h"
 
+#include "backend.h"
 #include "net.h"
 #include "pool.h"
 #include "settings.h"
@@ -17,6 +18,9 @@
  * cannot leave rsp without descriptors for its clients. */
 #define UPSTREAM_IDLE_MAX 1024
 #define UPSTREAM_FDS_PER_IDLE 4
+
+/* rsp is stopping (upstream_stop_pooling): no connection waits idle. */
+static bool pooling_stopped;
 
 static void upstream_close(struct upstream *u);
 static void finishing_event(struct upstream *u, uint32_t events);
@@ -201,7 +205,7 @@ void upstream_release(struct upstream *u, bool reusable, const struct keepalive 
     bool room = pool_has_room(b, k);
 
     backend_count_active(b, -1);
-    if (!reusable || !room || c->broken || c->read_done ||
+    if (!reusable || !room || pooling_stopped || c->broken || c->read_done ||
         c->write_done || connection_queued(c) > 0 ||
         timer_arm(&u->idle_timer, reactor_now() + k->backend_idle_timeout) == -1) {
         upstream_close(u);
@@ -266,4 +270,12 @@ void upstream_close_idle(struct backend *b)
         upstream_close(b->idle);
     while (b->finishing != NULL)
         upstream_close(b->finishing);
+}
+
+void upstream_stop_pooling(void)
+{
+    pooling_stopped = true;
+    for (struct backend *b = backend_first(); b != NULL; b = b->registry_next)
+        while (b->idle != NULL)
+            upstream_close(b->idle);
 }

@@ -22,6 +22,7 @@
 #include "relay.h"
 #include "stats.h"
 #include "timer.h"
+#include "upstream.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -168,7 +169,8 @@ static void shutdown_timer_fired(struct timer *timer)
 }
 
 /* SIGTERM, SIGINT: stops accepting, lets requests in flight finish (up
- * to shutdown_timeout), closes connections waiting for a request. The
+ * to shutdown_timeout), closes connections waiting for a request, client
+ * and backend ones alike (upstream_stop_pooling). The
  * reactor stops when the last relay is gone. A second signal stops at
  * once. */
 static void stop(const char *why)
@@ -192,6 +194,7 @@ static void stop(const char *why)
         reactor_stop();
         return;
     }
+    upstream_stop_pooling();
     relay_drain_all(&proxy.relays);
 }
 

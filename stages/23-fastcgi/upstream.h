@@ -71,4 +71,13 @@ void upstream_finish(struct upstream *u, double timeout);
 /* Closes every idle or finishing connection of backend b (when rsp stops). */
 void upstream_close_idle(struct backend *b);
 
+/* rsp is stopping: closes every backend's idle connections now, and each
+ * one released from here on instead of pooling it (finishing ones go on
+ * writing out their queue). A stopping process serves no next request,
+ * and a connection kept open goes on holding whatever the backend gave
+ * it: a php-fpm child serves one connection at a time and stays with a
+ * kept one, so a request in flight queued at php-fpm would wait for it
+ * until shutdown_timeout. */
+void upstream_stop_pooling(void);
+
 #endif
