@@ -219,8 +219,10 @@ def test_closing_connections_read_no_end_of_file(make_keepalive_backend, start_p
         # this request is answered.
         assert request(proxy.port, "/cl?size=1").status == 200
 
-    with Conn(proxy.port) as warm:  # the backend connection made and pooled first
-        assert warm.request("GET", "/cl?size=1").status == 200
+    # The backend connection made and pooled first, by a client that asks
+    # rsp to close: a keep-alive one's end of file could reach rsp only
+    # after strace attached, on a loaded machine, and be counted here.
+    assert request(proxy.port, "/cl?size=1").status == 200
     lines = traced(proxy.pid, ["read", "shutdown", "ioctl"], clients)
     eofs = [line for line in lines if re.search(r"\bread\(\d+, \"\", \d+\) += 0$", line)]
     shutdowns = [line for line in lines if "shutdown(" in line and "SHUT_WR" in line]
