@@ -396,8 +396,8 @@ def connections_to(fpm):
 
 
 def test_stop_closes_idle_connections_holding_php_fpm(start_proxy, tmp_path, root):
-    """php-fpm with one child, which stays with a kept connection until rsp
-    closes it. Client A's request holds the child (gate.php waits for a
+    """php-fpm with one child, which stays with a kept connection
+    (keep_conn = true) until rsp closes it. Client A's request holds the child (gate.php waits for a
     file), client B's gets a second connection, queued at php-fpm; A's
     answer leaves its connection idle in rsp's pool, still holding the
     child, and B's request waits behind it. SIGTERM (shutdown_timeout =
@@ -409,7 +409,7 @@ def test_stop_closes_idle_connections_holding_php_fpm(start_proxy, tmp_path, roo
         pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
     fpm = PhpFpm(tmp_path, unix=True, children=1)
     try:
-        proxy = php_site(start_proxy, root, fpm, {"shutdown_timeout": 30})
+        proxy = php_site(start_proxy, root, fpm, {"shutdown_timeout": 30}, keep_conn=True)
         gate = tmp_path / "gate"
         with Conn(proxy.port, host=HOST) as a, Conn(proxy.port, host=HOST) as b:
             a.send(a.request_bytes("GET", f"/gate.php?file={gate}"))
@@ -504,15 +504,43 @@ def test_php_fpm_stopped_and_restarted_under_load(start_proxy, tmp_path, root, s
     rsp logs the backend down and that it answers 502; once it is back,
     every client gets 200s again (down_time = 0.5 s), rsp logs the
     backend up and serving again, and is still running. php-fpm has a
-    child for each client: a child serves one connection at a time and
-    stays with a kept one, so a connection beyond its children would
-    wait in its accept queue (see the test above)."""
+    child for each client, so that no request waits at php-fpm behind
+    another client's."""
     if PHP_FPM is None:
         pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
     n = 6
     fpm = PhpFpm(tmp_path, unix=True, children=n)
     try:
         run_under_load(start_proxy, root, fpm, sig, n)
+    finally:
+        fpm.stop()
+
+
+@pytest.mark.parametrize("keep_conn", [False, None], ids=["keep_conn-false", "default"])
+def test_more_clients_than_php_fpm_children(start_proxy, tmp_path, root, keep_conn):
+    """Four keep-alive clients, 10 requests each, all at once, and php-fpm
+    with one child. A child serves one connection until it closes; had rsp
+    kept its connections (keep_conn = true), the child would stay with the
+    first and the other clients' requests would wait behind it until
+    response_timeout (504). Without keep_conn every connection is closed
+    after its answer and the child takes the next: all 40 get the
+    script's 200."""
+    if PHP_FPM is None:
+        pytest.skip("php-fpm8.2 is not installed (Debian's php8.2-fpm; setup-env.sh installs it)")
+    fpm = PhpFpm(tmp_path, unix=True, children=1)
+    try:
+        options = {} if keep_conn is None else {"keep_conn": keep_conn}
+        proxy = php_site(start_proxy, root, fpm, {"response_timeout": 20}, **options)
+        phase = ["all"]
+        clients = [LoadClient(proxy.port, phase, limit=10) for _ in range(4)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(60)
+        assert not any(c.is_alive() for c in clients), "a client still waits for an answer after 60 s"
+        outcomes = [o for c in clients for _, o in c.outcomes]
+        assert outcomes == ["200"] * 40, f"not 40 answers of the script: {sorted(set(outcomes))}"
+        assert "response_timeout" not in proxy.stderr(), proxy.stderr()[-2000:]
     finally:
         fpm.stop()
 
@@ -582,7 +610,9 @@ def test_fastcgi_needs_root(rsp, tmp_path, fastcgi, setting, words):
     ("{ backends = { '127.0.0.1:9000' }, params = { APP = 1 } }", "sites[\"php.test\"].fastcgi.params.APP"),
     ("{ backends = { '127.0.0.1:9000' }, indexx = 'a.php' }", "sites[\"php.test\"].fastcgi"),
     ("'127.0.0.1:9000'", "sites[\"php.test\"].fastcgi"),
-], ids=["no-backends", "index-path", "extension-without-dot", "param-name", "param-value", "typo", "not-a-table"])
+    ("{ backends = { '127.0.0.1:9000' }, keep_conn = 'yes' }", "sites[\"php.test\"].fastcgi.keep_conn"),
+], ids=["no-backends", "index-path", "extension-without-dot", "param-name", "param-value", "typo", "not-a-table",
+        "keep-conn-not-boolean"])
 def test_fastcgi_config_errors(rsp, tmp_path, fastcgi, setting):
     root = tmp_path / "www"
     root.mkdir()
@@ -701,19 +731,33 @@ class Responder:
 HELLO = record(6, b"Content-Type: text/plain\r\n\r\nhello") + record(6) + end_request()
 
 
-def responder_site(start_proxy, tmp_path, responder):
+def responder_site(start_proxy, tmp_path, responder, **fastcgi):
     www = tmp_path / "fake"
     www.mkdir()
     (www / "index.php").write_text("<?php")
     backend = f"{LOOPBACK}:{responder.port}"
-    return start_proxy(sites={HOST: {"root": str(www), "fastcgi": {"backends": [backend]}}})
+    return start_proxy(sites={HOST: {"root": str(www), "fastcgi": {"backends": [backend], **fastcgi}}})
+
+
+def test_connection_closed_without_keep_conn(start_proxy, tmp_path):
+    """By default KEEP_CONN is not asked: the responder may close after
+    each answer, and every request has a connection of its own."""
+    responder = Responder([HELLO, HELLO, HELLO])
+    proxy = responder_site(start_proxy, tmp_path, responder)
+    with Conn(proxy.port, host=HOST) as c:
+        for _ in range(3):
+            r = c.get("/")
+            assert r.status == 200 and r.decoded == b"hello"
+    assert responder.keep_flags == [0, 0, 0]
+    assert responder.connections == 3, f"{responder.connections} connections for 3 requests"
+    responder.close()
 
 
 def test_connection_kept_with_keep_conn(start_proxy, tmp_path):
-    """KEEP_CONN is asked, and after a clean END_REQUEST the connection
-    carries the next request."""
+    """With keep_conn = true KEEP_CONN is asked, and after a clean
+    END_REQUEST the connection carries the next request."""
     responder = Responder([HELLO, HELLO, HELLO])
-    proxy = responder_site(start_proxy, tmp_path, responder)
+    proxy = responder_site(start_proxy, tmp_path, responder, keep_conn=True)
     for _ in range(3):
         with Conn(proxy.port, host=HOST) as c:
             r = c.get("/")
@@ -737,7 +781,7 @@ def test_connection_kept_with_keep_conn(start_proxy, tmp_path):
         "bad-status", "end-before-head-ends"])
 def test_malformed_answers_get_502(start_proxy, tmp_path, answer):
     responder = Responder([answer, HELLO])
-    proxy = responder_site(start_proxy, tmp_path, responder)
+    proxy = responder_site(start_proxy, tmp_path, responder, keep_conn=True)
     with Conn(proxy.port, host=HOST) as c:
         r = c.get("/")
     assert r.status == 502, r.status
@@ -820,7 +864,7 @@ def test_script_content_length(start_proxy, tmp_path):
     shorter = record(6, b"Content-Length: 10000\r\n\r\n" + b"a" * 8192) + record(6) + end_request()
     tiny = record(6, b"Content-Length: 10\r\n\r\nabc") + record(6) + end_request()
     responder = Responder([longer, HELLO, shorter, HELLO, tiny, HELLO])
-    proxy = responder_site(start_proxy, tmp_path, responder)
+    proxy = responder_site(start_proxy, tmp_path, responder, keep_conn=True)
     with Conn(proxy.port, host=HOST) as c:
         r = c.get("/")
         assert r.status == 200 and r.framing == "length" and r.body == b"abc"

@@ -194,13 +194,15 @@ static int cgi_params(const struct relay *relay, struct buffer *pairs)
     return rc == 0 ? 0 : -1;
 }
 
-/* BEGIN_REQUEST, then PARAMS and their end. */
+/* BEGIN_REQUEST, then PARAMS and their end. KEEP_CONN only with the
+ * site's keep_conn (config_fastcgi.c says why). */
 static int fastcgi_request_head(const struct relay *relay, bool keep, struct buffer *out)
 {
     struct fastcgi_request *f = relay->x->fastcgi;
     struct buffer pairs = BUFFER_INIT;
     int rc;
 
+    keep = keep && f->settings->keep_conn;
     fcgi_parser_init(&f->parser);
     f->keep = keep;
     f->head_done = false;

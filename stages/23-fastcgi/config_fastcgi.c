@@ -6,6 +6,7 @@
  *       index = "index.php",              -- a directory's script, and the front controller
  *       extensions = { ".php" },          -- what runs
  *       params = { APP_ENV = "prod" },    -- extra FastCGI params
+ *       keep_conn = false,                -- true: connections kept and reused
  *   } } }
  *
  * It needs the site's `root`: the scripts are files beneath it. Its
@@ -188,11 +189,31 @@ static int read_params(lua_State *L, const char *path, const char *setting, stru
     return rc;
 }
 
+/* `keep_conn` (default false). A php-fpm worker serves one connection
+ * until it closes: every connection kept open holds one, and requests
+ * beyond the pool's workers would wait for ever behind idle ones. So
+ * only when asked. */
+static int read_keep_conn(lua_State *L, const char *path, const char *setting, struct fastcgi_settings *s)
+{
+    int rc = 0;
+
+    config_field(L, -1, "keep_conn");
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        s->keep_conn = lua_toboolean(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        config_error(path, "setting '%s.keep_conn' must be true or false, not a %s", setting,
+                     luaL_typename(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
 int config_read_fastcgi(lua_State *L, const char *path, const char *setting, const struct config *config,
                         struct pool *pool)
 {
     static const char *const fields[] = { "backends", "balance", "hash_key", "health_check", "index",
-                                          "extensions", "params", NULL };
+                                          "extensions", "params", "keep_conn", NULL };
     char name[340];
     int rc = -1;
 
@@ -224,6 +245,8 @@ int config_read_fastcgi(lua_State *L, const char *path, const char *setting, con
                 rc = read_extensions(L, path, name, &f->settings);
             if (rc == 0)
                 rc = read_params(L, path, name, &f->settings);
+            if (rc == 0)
+                rc = read_keep_conn(L, path, name, &f->settings);
         }
     }
     lua_pop(L, 1);

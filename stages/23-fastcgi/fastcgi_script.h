@@ -34,6 +34,7 @@ struct fastcgi_settings {
     size_t extension_count;
     char **params;              /* name, value, name, value, ...: extra PARAMS */
     size_t param_count;         /* pairs */
+    bool keep_conn;             /* ask php-fpm to keep the connection, and pool it */
     struct fastcgi_seen *seen;  /* scripts found lately (fastcgi_script.c); NULL until the first */
 };
 
