@@ -35,10 +35,6 @@
 /* The STDERR bytes logged of one write of a script, at most. */
 #define STDERR_LOGGED 200
 
-/* What the request's head becomes to an HTTP backend: parsed back, its
- * fields are what goes as HTTP_* (request.c's drops and X-Forwarded-*
- * alike). */
-static const struct http_limits forwarded_limits = { 1 << 20, 1 << 20 };
 
 /* Appends the pair name=value (value of length n). Returns 0 or -1. */
 static int param(struct buffer *pairs, const char *name, const char *value, size_t n)
@@ -74,33 +70,63 @@ static bool http_variable(const char *name, size_t n, char *out, size_t cap)
     return true;
 }
 
-/* The HTTP_* variables: the fields of the head written for an HTTP
- * backend (head, parsed as req), those of one name joined by ", " (by
- * "; " for Cookie). Two fields give the same variable exactly when their
- * names are equal but for case (a name with '_' gives none), so each
- * name is turned into its variable once. */
-static int http_params(struct buffer *pairs, const struct http_request *req, const char *head)
+/* A field of the head request.c writes for an HTTP backend. */
+struct field {
+    const char *name, *value;
+    size_t name_length, value_length;
+};
+
+/* The most fields that head may have: the client's, and the few rsp adds. */
+#define FIELDS_MAX (HTTP_MAX_HEADERS + 16)
+
+/* Splits the head request_write_head wrote (a request line, then lines
+ * "Name: value" each ending in CRLF, then an empty line: rsp wrote it, so
+ * no other shape needs reading) into fields. Returns how many, or -1 if
+ * there are more than FIELDS_MAX or a line has no ':'. */
+static int split_fields(const char *head, size_t n, struct field *fields)
 {
-    bool joined[HTTP_MAX_HEADERS] = { false }; /* went with an earlier field of its name */
+    const char *end = head + n, *line = memchr(head, '\n', n);
+    int count = 0;
+
+    while (line != NULL && (line = line + 1) < end && *line != '\r') {
+        const char *eol = memchr(line, '\r', (size_t)(end - line));
+        const char *colon = eol == NULL ? NULL : memchr(line, ':', (size_t)(eol - line));
+        if (colon == NULL || count == FIELDS_MAX)
+            return -1;
+        const char *value = colon + 1;
+        while (value < eol && (*value == ' ' || *value == '\t'))
+            value++;
+        fields[count++] = (struct field){ line, value, (size_t)(colon - line), (size_t)(eol - value) };
+        line = eol + 1;
+    }
+    return count;
+}
+
+/* The HTTP_* variables from the fields, those of one name joined by ", "
+ * (by "; " for Cookie). Two fields give the same variable exactly when
+ * their names are equal but for case (a name with '_' gives none), so
+ * each name is turned into its variable once. */
+static int http_params(struct buffer *pairs, const struct field *fields, int count)
+{
+    bool joined[FIELDS_MAX] = { false }; /* went with an earlier field of its name */
     int rc = 0;
 
-    for (size_t i = 0; i < req->header_count && rc == 0; i++) {
-        const struct http_header *h = &req->headers[i];
+    for (int i = 0; i < count && rc == 0; i++) {
+        const struct field *h = &fields[i];
         char name[300];
         struct buffer value = BUFFER_INIT;
 
-        if (joined[i] || !http_variable(head + h->name.offset, h->name.length, name, sizeof name))
+        if (joined[i] || !http_variable(h->name, h->name_length, name, sizeof name))
             continue;
         bool cookie = strcmp(name, "HTTP_COOKIE") == 0;
-        rc |= buffer_append(&value, head + h->value.offset, h->value.length);
-        for (size_t j = i + 1; j < req->header_count && rc == 0; j++) {
-            const struct http_header *o = &req->headers[j];
-            if (o->name.length != h->name.length ||
-                strncasecmp(head + o->name.offset, head + h->name.offset, h->name.length) != 0)
+        rc |= buffer_append(&value, h->value, h->value_length);
+        for (int j = i + 1; j < count && rc == 0; j++) {
+            const struct field *o = &fields[j];
+            if (o->name_length != h->name_length || strncasecmp(o->name, h->name, h->name_length) != 0)
                 continue;
             joined[j] = true;
             rc |= buffer_append(&value, cookie ? "; " : ", ", 2);
-            rc |= buffer_append(&value, head + o->value.offset, o->value.length);
+            rc |= buffer_append(&value, o->value, o->value_length);
         }
         if (rc == 0)
             rc = param(pairs, name, buffer_bytes(&value), buffer_length(&value));
@@ -109,24 +135,21 @@ static int http_params(struct buffer *pairs, const struct http_request *req, con
     return rc;
 }
 
-/* The forwarded fields (HTTP_*), from the head request.c writes. */
+/* The forwarded fields (HTTP_*): those of the head request.c writes for
+ * an HTTP backend, so that its drops and X-Forwarded-* apply alike. */
 static int forwarded_params(const struct relay *relay, struct buffer *pairs)
 {
     const struct exchange *x = relay->x;
     struct request_view view = relay_request_view(relay);
     struct request_origin origin = { exchange_client(relay), relay->client_address, x->chain_believed };
     struct buffer head = BUFFER_INIT;
-    struct http_request *req = malloc(sizeof *req);
-    int rc = -1;
+    struct field fields[FIELDS_MAX];
+    int rc = -1, count;
 
-    if (req != NULL &&
-        request_write_head(&view, &x->info, &relay->config->policy, &origin, relay->server_port, relay->tls,
-                           true, &head) == 0) {
-        http_request_init(req);
-        if (http_parse_request(req, buffer_bytes(&head), buffer_length(&head), &forwarded_limits) == HTTP_DONE)
-            rc = http_params(pairs, req, buffer_bytes(&head));
-    }
-    free(req);
+    if (request_write_head(&view, &x->info, &relay->config->policy, &origin, relay->server_port, relay->tls,
+                           true, &head) == 0 &&
+        (count = split_fields(buffer_bytes(&head), buffer_length(&head), fields)) >= 0)
+        rc = http_params(pairs, fields, count);
     buffer_free(&head);
     return rc;
 }
