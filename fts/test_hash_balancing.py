@@ -330,3 +330,15 @@ def test_config_errors(rsp, tmp_path, options, setting, words):
     setting and saying what it must be."""
     (path,) = proxy_arguments(rsp.stage, 1, [("127.0.0.1", 9)], str(tmp_path), options)
     assert_config_error(run_rsp(rsp, ["-t", path], tmp_path), path, setting, words=(words,))
+
+
+@pytest.mark.parametrize("setting", ["balance", "hash_key"])
+def test_top_level_balance_needs_top_level_backends(rsp, tmp_path, setting):
+    """A top-level balance or hash_key applies to the top-level backends
+    alone: with none, it would be ignored though it reads as if it were
+    the sites' rule. Refused, naming it."""
+    value = "hash" if setting == "balance" else "path"
+    options = {"sites": {"s.test": {"backends": [("127.0.0.1", 9)]}}, setting: value}
+    (path,) = proxy_arguments(rsp.stage, 1, [], str(tmp_path), options)
+    assert_config_error(run_rsp(rsp, ["-t", path], tmp_path), path, setting,
+                        words=("applies to the top-level 'backends', and there are none",))

@@ -244,6 +244,26 @@ static int read_balance(lua_State *L, const char *path, int t, const char *setti
     return rc == 0 ? read_hash_key(L, path, t, hash_key, setting, pool) : rc;
 }
 
+/* A top-level balance or hash_key applies to the top-level backends
+ * only: set without them, it would be ignored, and a reader would think
+ * it applies to the sites. An error instead. */
+static int balance_without_backends(lua_State *L, const char *path)
+{
+    static const char *const names[] = { "balance", "hash_key" };
+    int rc = 0;
+
+    for (size_t i = 0; i < 2 && rc == 0; i++) {
+        config_global(L, names[i]);
+        if (!lua_isnil(L, -1)) {
+            config_error(path, "setting '%s' applies to the top-level 'backends', and there are none "
+                               "(a site's or a pool's goes in its own table)", names[i]);
+            rc = -1;
+        }
+        lua_pop(L, 1);
+    }
+    return rc;
+}
+
 /* The default site: `backends` and `balance` globals, or `root`; and the
  * top level's compress, headers and error_pages, which every pool and
  * site starts from. Optional when there are sites. */
@@ -273,6 +293,8 @@ int config_read_default_site(lua_State *L, const char *path, struct config *conf
         if (rc == 0)
             rc = read_balance(L, path, LUA_GLOBALSINDEX, "balance", pool);
         config->router.fallback = rc == 0 ? pool : NULL;
+    } else if (rc == 0) {
+        rc = balance_without_backends(L, path);
     }
     lua_pop(L, 1);
     return rc;
