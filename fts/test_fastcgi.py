@@ -122,7 +122,7 @@ class PhpFpm:
             f"listen = {self.socket or f'{LOOPBACK}:{self.port}'}\n"
             "pm = static\n"
             f"pm.max_children = {children}\n"
-            "clear_env = no\n"
+            "clear_env = yes\n"
             "catch_workers_output = yes\n"
             "ping.path = /ping\n")
         self.process = None
@@ -320,6 +320,26 @@ def test_stderr_goes_to_the_log(start_proxy, root, fpm):
     assert r.status == 200 and r.decoded == b"done\n"
     wait_for_log(proxy, f"fastcgi {LOOPBACK}:{fpm.port}: stderr: ", 10)
     wait_for_log(proxy, "a note from the script 7f3a", 10)
+
+
+def test_stderr_is_rate_limited_and_cut(start_proxy, root, fpm):
+    """30 requests whose script writes a 300-byte line with a control
+    character to STDERR: at most one line a second reaches rsp's log (so
+    no more lines than the seconds the requests took, plus one), each cut
+    at 200 bytes with "...", the control character made '?'."""
+    (root / "noisy.php").write_text('<?php error_log("\\x01noisy" . str_repeat("x", 300)); echo "ok";')
+    proxy = php_site(start_proxy, root, fpm)
+    started = time.monotonic()
+    with Conn(proxy.port, host=HOST) as c:
+        for _ in range(30):
+            assert c.get("/noisy.php").decoded == b"ok"
+    took = time.monotonic() - started
+    wait_for_log(proxy, "noisy", 10)
+    lines = [line.split(": stderr: ", 1)[1] for line in proxy.stderr().splitlines() if ": stderr: " in line]
+    assert 1 <= len(lines) <= int(took) + 2, f"{len(lines)} stderr lines logged in {took:.1f} s"
+    for text in lines:
+        assert text.endswith("...") and len(text) == 200 + 3, text
+        assert "?noisy" in text and "\x01" not in text, text
 
 
 def test_static_file_beside_scripts_is_a_file(start_proxy, root, fpm):

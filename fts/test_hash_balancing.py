@@ -103,7 +103,9 @@ def test_header_name_ignores_case(four, start_proxy):
     same key as hash_key's X-User."""
     proxy = start_proxy(*four, balance="hash", hash_key="header:X-User")
     keys = KEYS[:200]
-    assert by_header(proxy, keys, "x-user") == by_header(proxy, keys, "X-USER")
+    lower = by_header(proxy, keys, "x-user")
+    assert_spread(lower, "abcd")  # the header was the key: not one client address for all
+    assert lower == by_header(proxy, keys, "X-USER")
 
 
 def test_client_key_by_source_address(four, start_proxy):

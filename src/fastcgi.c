@@ -1,6 +1,8 @@
 /* fastcgi.c -- the FastCGI record layer (see fastcgi.h). */
 #include "fastcgi.h"
 
+#include "http.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -221,20 +223,13 @@ enum fcgi_result fcgi_parse(struct fcgi_parser *p, const char *data, size_t len,
     return FCGI_MORE;
 }
 
-/* True if c may be in a field name (RFC 9110's tchar). */
-static bool token_char(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 /* One CGI header line (without its line end) checked: *colon set to the
  * colon's index. Returns 0, or -1 if it is not "name: value". */
 static int cgi_line(const char *line, size_t n, size_t *colon)
 {
     size_t i = 0;
 
-    while (i < n && token_char((unsigned char)line[i]))
+    while (i < n && http_is_token_char((unsigned char)line[i]))
         i++;
     if (i == 0 || i == n || line[i] != ':')
         return -1;

@@ -5,6 +5,7 @@
 
 #include "backend_protocol.h"
 #include "config_read.h"
+#include "http.h"
 #include "net.h"
 
 #include <errno.h>
@@ -154,8 +155,7 @@ static bool is_token(const char *text)
     if (*text == '\0')
         return false;
     for (; *text != '\0'; text++)
-        if ((unsigned char)*text <= ' ' || (unsigned char)*text >= 0x7f ||
-            strchr("\"(),/:;<=>?@[\\]{}", *text) != NULL)
+        if (!http_is_token_char((unsigned char)*text))
             return false;
     return true;
 }

@@ -264,10 +264,16 @@ void upstream_finish(struct upstream *u, double timeout)
         upstream_close(u);
 }
 
-void upstream_close_idle(struct backend *b)
+/* Closes b's idle connections (not those still finishing a request). */
+static void close_pooled(struct backend *b)
 {
     while (b->idle != NULL)
         upstream_close(b->idle);
+}
+
+void upstream_close_idle(struct backend *b)
+{
+    close_pooled(b);
     while (b->finishing != NULL)
         upstream_close(b->finishing);
 }
@@ -276,6 +282,5 @@ void upstream_stop_pooling(void)
 {
     pooling_stopped = true;
     for (struct backend *b = backend_first(); b != NULL; b = b->registry_next)
-        while (b->idle != NULL)
-            upstream_close(b->idle);
+        close_pooled(b);
 }
